@@ -1,0 +1,480 @@
+#include "engine/coordinator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "engine/meta.h"
+#include "engine/record.h"
+#include "engine/validate.h"
+#include "engine/worklist.h"
+#include "litetx/document.h"
+
+namespace litetx::engine {
+namespace json = boost::json;
+
+namespace {
+
+std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+// One action of a commit in progress.
+struct Slot {
+  const Action* action = nullptr;
+  Prepared prep;
+  bool existed = false;       // a stored document existed at the pre-read
+  Revision read_revision = 0;  // its revision then
+  bool sent = false;          // an apply write was sent (it may have landed)
+  bool landed = false;        // the apply write is known to have landed...
+  Revision held_revision = 0;  // ...giving this revision
+  bool is_write() const { return action->type != ActionType::kCheck; }
+};
+
+Result<Revision> WriteAt(Store& store, const Key& key, bool existed, Revision rev,
+                         const json::object& value) {
+  return existed ? store.Replace(key, rev, value) : store.Create(key, value);
+}
+
+// One call of Coordinator::Commit.
+class CommitRun {
+ public:
+  CommitRun(const Env& env, std::string id)
+      : env_(env), id_(std::move(id)), record_key_{std::string(kTransactionsCollection), id_} {}
+
+  Result<CommitInfo> Execute(const Transaction& txn);
+
+ private:
+  Status PrepareSlot(Slot& slot);
+  Result<CommitInfo> OnePhase(Slot& slot);
+  Status WriteRecord();
+  Status ApplyOne(Slot& slot);
+  Status RevalidateChecks();
+  Status CommitPoint();
+  void Finish();
+  bool FinishOne(Slot& slot);
+  void EraseRecord(Retry& retry);
+  Status Rollback(Status reason);
+  bool MarkAborted(Retry& retry);
+  bool ReverseOne(Slot& slot, Retry& retry);
+  CommitInfo Info() const;
+  Retry ForwardRetry() const { return Retry(env_, env_.options.max_attempts); }
+
+  const Env& env_;
+  std::string id_;
+  Key record_key_;
+  std::vector<Slot> slots_;
+  TxnRecord record_;
+  Revision record_revision_ = 0;
+};
+
+Status CommitRun::PrepareSlot(Slot& slot) {
+  auto cur = ReadSettled(env_, slot.action->key, "");
+  if (!cur.ok()) return cur.status();
+  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version);
+  if (!p.ok()) return p.status();
+  slot.prep = std::move(p).value();
+  slot.existed = cur->has_value();
+  slot.read_revision = slot.existed ? (*cur)->revision : 0;
+  if (slot.is_write()) {
+    std::size_t bytes = std::max(json::serialize(slot.prep.held).size(),
+                                 json::serialize(slot.prep.final).size());
+    if (bytes > env_.options.max_document_bytes) {
+      return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
+                                     std::to_string(bytes) + " bytes, over the limit of " +
+                                     std::to_string(env_.options.max_document_bytes));
+    }
+  }
+  return Status::Ok();
+}
+
+CommitInfo CommitRun::Info() const {
+  CommitInfo info;
+  info.txn_id = id_;
+  for (const Slot& s : slots_) info.versions.push_back(s.prep.final_version);
+  return info;
+}
+
+Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
+  slots_.reserve(txn.size());
+  for (const Action& a : txn.actions()) {
+    slots_.emplace_back();
+    slots_.back().action = &a;
+  }
+  std::size_t writes = 0;
+  for (const Slot& s : slots_) writes += s.is_write() ? 1 : 0;
+  if (slots_.size() == 1 && writes == 1) return OnePhase(slots_[0]);
+
+  for (Slot& s : slots_) {
+    if (Status st = PrepareSlot(s); !st.ok()) return st;
+  }
+  if (writes == 0) return Info();  // only checks: validated, nothing to write
+
+  if (Status st = WriteRecord(); !st.ok()) return st;
+  for (Slot& s : slots_) {
+    if (!s.is_write()) continue;
+    if (Status st = ApplyOne(s); !st.ok()) return Rollback(std::move(st));
+  }
+  if (writes != slots_.size()) {
+    if (Status st = RevalidateChecks(); !st.ok()) return Rollback(std::move(st));
+  }
+  Status point = CommitPoint();
+  if (point.code() == Code::kUnknown) {
+    env_.log.warn("txn {}: {}; left for the collector", id_, point.message());
+    return point;
+  }
+  if (!point.ok()) return Rollback(std::move(point));
+  Finish();
+  return Info();
+}
+
+Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
+  Retry retry = ForwardRetry();
+  for (;;) {
+    if (Status st = PrepareSlot(slot); !st.ok()) return st;
+    const Key& key = slot.action->key;
+    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.final);
+    if (w.ok()) return Info();
+    switch (w.code()) {
+      case Code::kConflict:  // changed since the read: read again (preconditions re-checked)
+      case Code::kUnavailable:
+        if (!retry.Next()) {
+          return w.code() == Code::kConflict
+                     ? Status::Conflict(Where(key) + " kept changing under the transaction")
+                     : Status::Unavailable(Where(key) + ": " + w.status().message());
+        }
+        continue;
+      case Code::kUnknown: {
+        auto g = GetWithRetry(env_, key);
+        if (!g.ok()) return Status::Unknown(Where(key) + ": write reply lost and unresolved");
+        if (g->has_value()) {
+          auto m = DecodeMeta((*g)->value);
+          if (m.ok() && m->last_writer == id_) return Info();
+        }
+        bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
+                                        : !slot.existed;
+        if (!unchanged) {
+          return Status::Unknown(Where(key) + ": write reply lost and the document has changed since");
+        }
+        if (!retry.Next()) return Status::Unavailable(Where(key) + ": write reply lost");
+        continue;
+      }
+      default:
+        return w.status();
+    }
+  }
+}
+
+Status CommitRun::WriteRecord() {
+  record_.state = TxnState::kPending;
+  record_.created_ms = env_.clock.NowMillis();
+  record_.gc_at_ms = record_.created_ms + env_.options.lease.count();
+  for (const Slot& s : slots_) {
+    if (s.is_write()) record_.actions.push_back(s.prep.work);
+  }
+  json::object value = EncodeRecord(record_);
+  std::size_t bytes = json::serialize(value).size();
+  if (bytes > env_.options.max_record_bytes) {
+    return Status::InvalidArgument("the transaction's worklist would be " + std::to_string(bytes) +
+                                   " bytes, over the limit of " +
+                                   std::to_string(env_.options.max_record_bytes));
+  }
+  Retry retry = ForwardRetry();
+  for (;;) {
+    auto r = env_.store.Create(record_key_, value);
+    if (r.ok()) {
+      record_revision_ = *r;
+      return Status::Ok();
+    }
+    if (r.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env_, record_key_);
+      if (g.ok() && g->has_value()) {
+        record_revision_ = (*g)->revision;
+        return Status::Ok();
+      }
+      // Unresolved: a pending record that no document refers to may be left; a collector
+      // removes it. Nothing was committed.
+      if (!g.ok() || !retry.Next()) {
+        return Status::Unavailable("could not write the transaction record: reply lost");
+      }
+      continue;
+    }
+    if (r.code() == Code::kUnavailable && retry.Next()) continue;
+    if (r.code() == Code::kConflict) return Status::Unavailable("transaction id collision");
+    return r.status();
+  }
+}
+
+Status CommitRun::ApplyOne(Slot& slot) {
+  const Key& key = slot.action->key;
+  Retry retry = ForwardRetry();
+  for (;;) {
+    slot.sent = true;
+    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.held);
+    if (w.ok()) {
+      slot.landed = true;
+      slot.held_revision = *w;
+      return Status::Ok();
+    }
+    switch (w.code()) {
+      case Code::kConflict:
+        return Status::Conflict(Where(key) + " changed while the transaction ran");
+      case Code::kUnavailable:
+        if (!retry.Next()) return Status::Unavailable(Where(key) + ": " + w.status().message());
+        continue;
+      case Code::kUnknown: {
+        auto g = GetWithRetry(env_, key);
+        if (!g.ok()) return Status::Unavailable(Where(key) + ": write reply lost and unresolved");
+        if (g->has_value()) {
+          auto m = DecodeMeta((*g)->value);
+          if (m.ok() && m->txn == id_) {
+            slot.landed = true;
+            slot.held_revision = (*g)->revision;
+            return Status::Ok();
+          }
+        }
+        bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
+                                        : !slot.existed;
+        if (!unchanged) return Status::Conflict(Where(key) + " changed while the transaction ran");
+        if (!retry.Next()) return Status::Unavailable(Where(key) + ": write reply lost");
+        continue;
+      }
+      default:
+        return w.status();
+    }
+  }
+}
+
+Status CommitRun::RevalidateChecks() {
+  for (Slot& s : slots_) {
+    if (s.is_write()) continue;
+    auto cur = ReadSettled(env_, s.action->key, id_);
+    if (!cur.ok()) return cur.status();
+    auto p = Prepare(*s.action, *cur, id_, env_.options.default_schema_version);
+    if (!p.ok()) return p.status();
+  }
+  return Status::Ok();
+}
+
+Status CommitRun::CommitPoint() {
+  TxnRecord committed = record_;
+  committed.state = TxnState::kCommitted;
+  json::object value = EncodeRecord(committed);
+  Retry retry = ForwardRetry();
+  bool maybe_landed = false;
+  for (;;) {
+    auto r = env_.store.Replace(record_key_, record_revision_, value);
+    if (r.ok()) {
+      record_revision_ = *r;
+      return Status::Ok();
+    }
+    if (r.code() == Code::kUnavailable) {
+      if (!retry.Next()) return Status::Unavailable("could not set the commit flag");
+      continue;
+    }
+    if (r.code() != Code::kConflict && r.code() != Code::kUnknown) return r.status();
+    maybe_landed = maybe_landed || r.code() == Code::kUnknown;
+    // Learn what the record says now.
+    auto g = GetWithRetry(env_, record_key_);
+    Result<TxnRecord> rec = Status::NotFound("");
+    if (g.ok() && g->has_value()) rec = DecodeRecord((*g)->value);
+    if (rec.ok() && rec->state == TxnState::kCommitted) {
+      record_revision_ = (*g)->revision;
+      return Status::Ok();
+    }
+    if (rec.ok() && rec->state == TxnState::kAborted) {
+      return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
+    }
+    if (rec.ok() && rec->state == TxnState::kPending) {
+      record_revision_ = (*g)->revision;  // our own flip did not land
+      if (retry.Next()) continue;
+      return maybe_landed ? Status::Unknown("commit flag write reply lost")
+                          : Status::Unavailable("could not set the commit flag");
+    }
+    // The record is unreadable or gone.
+    if (maybe_landed) {
+      return Status::Unknown("commit flag write reply lost and the record could not be read");
+    }
+    return Status::Aborted("transaction " + id_ + " was claimed by a collector");
+  }
+}
+
+void CommitRun::Finish() {
+  bool all = true;
+  for (Slot& s : slots_) {
+    if (s.is_write()) all = FinishOne(s) && all;
+  }
+  if (!all) {
+    env_.log.warn("txn {}: committed, but some documents still carry its reference; left for "
+                  "the collector", id_);
+    return;
+  }
+  Retry retry = ForwardRetry();
+  EraseRecord(retry);
+}
+
+bool CommitRun::FinishOne(Slot& slot) {
+  const Key& key = slot.action->key;
+  Retry retry = ForwardRetry();
+  json::object final = slot.prep.final;
+  Revision rev = slot.held_revision;
+  for (;;) {
+    auto r = env_.store.Replace(key, rev, final);
+    if (r.ok()) return true;
+    if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env_, key);
+      if (g.ok()) {
+        if (!g->has_value()) return true;
+        auto m = DecodeMeta((*g)->value);
+        if (!m.ok()) {
+          env_.log.error("txn {}: {}: {}", id_, Where(key), m.status().message());
+          return false;
+        }
+        if (m->txn != id_) return true;  // finished (by us or by a collector)
+        final = Finished((*g)->value, *m);
+        rev = (*g)->revision;
+      }
+    } else if (r.code() != Code::kUnavailable) {
+      env_.log.error("txn {}: finishing {}: {}", id_, Where(key), r.status().ToString());
+      return false;
+    }
+    if (!retry.Next()) return false;
+  }
+}
+
+void CommitRun::EraseRecord(Retry& retry) {
+  for (;;) {
+    Status s = env_.store.Erase(record_key_, record_revision_);
+    if (s.ok()) return;
+    if (s.code() == Code::kConflict || s.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env_, record_key_);
+      if (g.ok() && !g->has_value()) return;  // gone: erased by us or by a collector
+      if (g.ok() && s.code() == Code::kConflict) {
+        record_revision_ = (*g)->revision;
+      }
+    }
+    if (!retry.Next()) {
+      env_.log.warn("txn {}: could not erase its record ({}); left for the collector", id_,
+                    s.ToString());
+      return;
+    }
+  }
+}
+
+Status CommitRun::Rollback(Status reason) {
+  env_.log.debug("txn {}: rolling back: {}", id_, reason.ToString());
+  Retry retry(env_, 0, env_.options.rollback_timeout);
+  if (!MarkAborted(retry)) return reason;
+  bool all = true;
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
+    if (it->is_write() && it->sent) all = ReverseOne(*it, retry) && all;
+  }
+  if (all) {
+    EraseRecord(retry);
+  } else {
+    env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
+  }
+  return reason;
+}
+
+bool CommitRun::MarkAborted(Retry& retry) {
+  TxnRecord aborted = record_;
+  aborted.state = TxnState::kAborted;
+  json::object value = EncodeRecord(aborted);
+  for (;;) {
+    auto r = env_.store.Replace(record_key_, record_revision_, value);
+    if (r.ok()) {
+      record_revision_ = *r;
+      return true;
+    }
+    if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
+      auto g = env_.store.Get(record_key_);
+      if (g.ok() && !g->has_value()) return true;  // a collector finished the rollback
+      if (g.ok()) {
+        auto rec = DecodeRecord((*g)->value);
+        if (!rec.ok()) {
+          env_.log.error("txn {}: record unreadable during rollback: {}", id_,
+                         rec.status().message());
+          return false;
+        }
+        record_revision_ = (*g)->revision;
+        if (rec->state == TxnState::kAborted) return true;
+        if (rec->state == TxnState::kCommitted) {
+          env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
+          return false;
+        }
+        continue;  // still pending at a newer revision: try again at once
+      }
+    } else if (r.code() != Code::kUnavailable) {
+      env_.log.error("txn {}: marking aborted: {}", id_, r.status().ToString());
+      return false;
+    }
+    if (!retry.Next()) {
+      env_.log.warn("txn {}: rollback gave up marking the record aborted", id_);
+      return false;
+    }
+  }
+}
+
+bool CommitRun::ReverseOne(Slot& slot, Retry& retry) {
+  const Key& key = slot.action->key;
+  std::optional<StoredDocument> cur;
+  if (slot.landed) cur = StoredDocument{slot.prep.held, slot.held_revision};
+  for (;;) {
+    if (!cur) {
+      auto g = env_.store.Get(key);
+      if (!g.ok()) {
+        if (g.code() == Code::kUnavailable && retry.Next()) continue;
+        env_.log.warn("txn {}: rollback could not read {}: {}", id_, Where(key),
+                      g.status().ToString());
+        return false;
+      }
+      if (!g->has_value()) return true;
+      cur = std::move(*g);
+    }
+    auto m = DecodeMeta(cur->value);
+    if (!m.ok()) {
+      env_.log.error("txn {}: rollback: {}: {}", id_, Where(key), m.status().message());
+      return false;
+    }
+    if (m->txn != id_) return true;  // not ours (never landed, or already reversed)
+    auto r = env_.store.Replace(key, cur->revision, Reversed(cur->value, *m, slot.prep.work));
+    cur.reset();
+    if (r.ok()) return true;
+    if (r.code() == Code::kConflict) continue;  // changed under us: look again
+    if ((r.code() == Code::kUnavailable || r.code() == Code::kUnknown) && retry.Next()) continue;
+    env_.log.warn("txn {}: rollback could not reverse {}: {}", id_, Where(key),
+                  r.status().ToString());
+    return false;
+  }
+}
+
+}  // namespace
+
+Coordinator::Coordinator(Env env) : env_(env) {
+  std::random_device rd;
+  std::seed_seq seq{rd(), rd(), rd(), rd(),
+                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  rng_.seed(seq);
+}
+
+std::string Coordinator::NewTxnId() {
+  std::uint64_t a, b;
+  {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    a = rng_();
+    b = rng_();
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b & 0xffffffffULL));
+  return buf;
+}
+
+Result<CommitInfo> Coordinator::Commit(const Transaction& txn) {
+  if (Status s = ValidateTransaction(txn, env_.options); !s.ok()) return s;
+  CommitRun run(env_, NewTxnId());
+  return run.Execute(txn);
+}
+
+}  // namespace litetx::engine

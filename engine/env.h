@@ -1,0 +1,55 @@
+// engine/env.h — what every engine component needs: the store, the options, time, the log.
+// A plain bundle of references; the Database owns what they refer to.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include <spdlog/logger.h>
+
+#include "engine/backoff.h"
+#include "litetx/options.h"
+#include "litetx/store.h"
+
+namespace litetx::engine {
+
+struct Env {
+  Store& store;
+  const Options& options;  // clock and logger are non-null
+  Clock& clock;
+  spdlog::logger& log;
+};
+
+// Bounded retrying: Next() waits with backoff and returns true while attempts (0: unbounded)
+// and time (0: unbounded) remain.
+class Retry {
+ public:
+  Retry(const Env& env, int max_attempts, std::chrono::milliseconds timeout = {})
+      : backoff_(env.clock, env.options.retry_backoff),
+        max_attempts_(max_attempts),
+        timeout_(timeout) {}
+  bool Next() {
+    ++attempts_;
+    if (max_attempts_ > 0 && attempts_ >= max_attempts_) return false;
+    if (timeout_.count() > 0 && backoff_.ElapsedMillis() >= timeout_.count()) return false;
+    backoff_.Wait();
+    return true;
+  }
+
+ private:
+  Backoff backoff_;
+  int max_attempts_;
+  std::chrono::milliseconds timeout_;
+  int attempts_ = 0;
+};
+
+// Store::Get retried on kUnavailable up to Options::max_attempts.
+Result<std::optional<StoredDocument>> GetWithRetry(const Env& env, const Key& key);
+
+// Reads `key`, waiting with Options::busy_backoff while a transaction other than `self` holds
+// it. Returns the document (std::nullopt if absent), or kBusy after Options::busy_timeout,
+// kUnavailable, kCorruption.
+Result<std::optional<StoredDocument>> ReadSettled(const Env& env, const Key& key,
+                                                  std::string_view self);
+
+}  // namespace litetx::engine

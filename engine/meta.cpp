@@ -1,0 +1,87 @@
+#include "engine/meta.h"
+
+#include <boost/json.hpp>
+
+#include "litetx/document.h"
+
+namespace litetx::engine {
+namespace json = boost::json;
+
+namespace {
+
+bool ReadBool(const json::object& m, std::string_view name, bool& out) {
+  const json::value* v = m.if_contains(name);
+  if (v == nullptr) {
+    out = false;
+    return true;
+  }
+  if (!v->is_bool()) return false;
+  out = v->get_bool();
+  return true;
+}
+
+bool ReadString(const json::object& m, std::string_view name, std::string& out) {
+  const json::value* v = m.if_contains(name);
+  if (v == nullptr) {
+    out.clear();
+    return true;
+  }
+  if (!v->is_string()) return false;
+  out.assign(v->get_string().data(), v->get_string().size());
+  return true;
+}
+
+}  // namespace
+
+Result<Meta> DecodeMeta(const json::object& stored) {
+  const json::value* mv = stored.if_contains(kMetaField);
+  if (mv == nullptr || !mv->is_object()) {
+    return Status::Corruption("stored document has no \"_ltx\" metadata object");
+  }
+  const json::object& m = mv->get_object();
+  Meta meta;
+  const json::value* v = m.if_contains("v");
+  const json::value* sv = m.if_contains("sv");
+  if (v == nullptr || sv == nullptr) return Status::Corruption("metadata lacks v or sv");
+  auto version = json::try_value_to<std::uint64_t>(*v);
+  auto schema = json::try_value_to<std::uint32_t>(*sv);
+  if (!version || !schema) return Status::Corruption("metadata v/sv are not unsigned integers");
+  meta.version = *version;
+  meta.schema_version = *schema;
+  if (!ReadBool(m, "dlg", meta.deleting) || !ReadBool(m, "del", meta.deleted) ||
+      !ReadBool(m, "gone", meta.gone) || !ReadString(m, "tx", meta.txn) ||
+      !ReadString(m, "lw", meta.last_writer)) {
+    return Status::Corruption("metadata field has the wrong type");
+  }
+  if (meta.deleted && meta.gone) return Status::Corruption("metadata is both deleted and gone");
+  return meta;
+}
+
+void EncodeMeta(json::object& stored, const Meta& meta) {
+  json::object m;
+  m["v"] = meta.version;
+  m["sv"] = meta.schema_version;
+  if (!meta.txn.empty()) m["tx"] = meta.txn;
+  if (meta.deleting) m["dlg"] = true;
+  if (meta.deleted) m["del"] = true;
+  if (meta.gone) m["gone"] = true;
+  if (!meta.last_writer.empty()) m["lw"] = meta.last_writer;
+  stored[kMetaField] = std::move(m);
+}
+
+json::object UserFields(const json::object& stored) {
+  json::object out;
+  out.reserve(stored.size());
+  for (const auto& kv : stored) {
+    if (kv.key() != kMetaField) out.emplace(kv.key(), kv.value());
+  }
+  return out;
+}
+
+json::object MakeStored(json::object body, const Meta& meta) {
+  body.erase(kMetaField);
+  EncodeMeta(body, meta);
+  return body;
+}
+
+}  // namespace litetx::engine

@@ -1,0 +1,44 @@
+// engine/meta.h — the engine metadata stored in every document's "_ltx" field.
+//
+// Stored form: {"_ltx": {"v": version, "sv": schema version, "tx": holding txn id,
+//               "dlg": deleting flag, "del": deleted flag, "gone": placeholder flag,
+//               "lw": last writing txn id}, ...user fields}
+// Absent flags are false; an absent "tx" means no transaction holds the document.
+// A "gone" document is a placeholder left by a rolled-back insert: it reads as not found but
+// keeps the version counter going so versions never decrease.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/status.h"
+
+namespace litetx::engine {
+
+struct Meta {
+  std::uint64_t version = 0;
+  std::uint32_t schema_version = 0;
+  std::string txn;          // holding transaction; empty if none
+  bool deleting = false;    // a delete is pending under `txn`
+  bool deleted = false;     // tombstone
+  bool gone = false;        // placeholder of a rolled-back insert
+  std::string last_writer;  // id of the transaction that wrote this revision
+
+  bool live() const { return !deleted && !gone; }
+};
+
+// Decodes the metadata of a stored document; kCorruption if "_ltx" is missing or malformed.
+Result<Meta> DecodeMeta(const boost::json::object& stored);
+
+// Writes `meta` into `stored["_ltx"]`, replacing what was there.
+void EncodeMeta(boost::json::object& stored, const Meta& meta);
+
+// The user fields of a stored document (everything but "_ltx").
+boost::json::object UserFields(const boost::json::object& stored);
+
+// A stored document made of `body` (user fields only) and `meta`.
+boost::json::object MakeStored(boost::json::object body, const Meta& meta);
+
+}  // namespace litetx::engine

@@ -1,0 +1,163 @@
+#include "engine/record.h"
+
+#include <boost/json.hpp>
+
+namespace litetx::engine {
+namespace json = boost::json;
+
+namespace {
+
+const char* PriorName(Prior p) {
+  switch (p) {
+    case Prior::kAbsent: return "absent";
+    case Prior::kGone: return "gone";
+    case Prior::kDeleted: return "deleted";
+    case Prior::kLive: return "live";
+  }
+  return "?";
+}
+
+json::array StringArray(const std::vector<std::string>& v) {
+  json::array a;
+  a.reserve(v.size());
+  for (const auto& s : v) a.emplace_back(s);
+  return a;
+}
+
+bool ReadStringArray(const json::object& o, std::string_view name, std::vector<std::string>& out) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) return true;
+  if (!v->is_array()) return false;
+  for (const auto& e : v->get_array()) {
+    if (!e.is_string()) return false;
+    out.emplace_back(e.get_string().data(), e.get_string().size());
+  }
+  return true;
+}
+
+bool ReadObject(const json::object& o, std::string_view name, json::object& out) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) return true;
+  if (!v->is_object()) return false;
+  out = v->get_object();
+  return true;
+}
+
+Result<WorkAction> DecodeAction(const json::value& v) {
+  auto bad = [](const char* what) { return Status::Corruption(std::string("worklist action: ") + what); };
+  if (!v.is_object()) return bad("not an object");
+  const json::object& o = v.get_object();
+  WorkAction a;
+  const json::value* op = o.if_contains("op");
+  const json::value* c = o.if_contains("c");
+  const json::value* id = o.if_contains("id");
+  const json::value* prior = o.if_contains("prior");
+  if (op == nullptr || !op->is_string() || c == nullptr || !c->is_string() || id == nullptr ||
+      !id->is_string() || prior == nullptr || !prior->is_string()) {
+    return bad("missing op, c, id or prior");
+  }
+  std::string_view ops = op->get_string();
+  if (ops == "insert") a.type = ActionType::kInsert;
+  else if (ops == "update") a.type = ActionType::kUpdate;
+  else if (ops == "adjust") a.type = ActionType::kAdjust;
+  else if (ops == "delete") a.type = ActionType::kDelete;
+  else return bad("unknown op");
+  a.key = {std::string(c->get_string()), std::string(id->get_string())};
+  std::string_view ps = prior->get_string();
+  if (ps == "absent") a.prior = Prior::kAbsent;
+  else if (ps == "gone") a.prior = Prior::kGone;
+  else if (ps == "deleted") a.prior = Prior::kDeleted;
+  else if (ps == "live") a.prior = Prior::kLive;
+  else return bad("unknown prior state");
+  const json::value* pv = o.if_contains("pv");
+  const json::value* psv = o.if_contains("psv");
+  if (pv == nullptr || psv == nullptr) return bad("missing pv or psv");
+  auto pv_n = json::try_value_to<std::uint64_t>(*pv);
+  auto psv_n = json::try_value_to<std::uint32_t>(*psv);
+  if (!pv_n || !psv_n) return bad("pv/psv are not unsigned integers");
+  a.prior_version = *pv_n;
+  a.prior_schema = *psv_n;
+  if (const json::value* sv = o.if_contains("sv")) {
+    auto sv_n = json::try_value_to<std::uint32_t>(*sv);
+    if (!sv_n) return bad("sv is not an unsigned integer");
+    a.schema_version = *sv_n;
+  }
+  if (!ReadObject(o, "fields", a.fields) || !ReadObject(o, "restore", a.restore) ||
+      !ReadStringArray(o, "unset", a.unset) || !ReadStringArray(o, "remove", a.remove)) {
+    return bad("fields/restore/unset/remove have the wrong type");
+  }
+  return a;
+}
+
+}  // namespace
+
+const char* TxnStateName(TxnState state) {
+  switch (state) {
+    case TxnState::kPending: return "pending";
+    case TxnState::kCommitted: return "committed";
+    case TxnState::kAborted: return "aborted";
+  }
+  return "?";
+}
+
+const WorkAction* TxnRecord::Find(const Key& key) const {
+  for (const auto& a : actions) {
+    if (a.key == key) return &a;
+  }
+  return nullptr;
+}
+
+json::object EncodeRecord(const TxnRecord& r) {
+  json::object o;
+  o["state"] = TxnStateName(r.state);
+  o["created"] = r.created_ms;
+  o["gc_at"] = r.gc_at_ms;
+  json::array actions;
+  actions.reserve(r.actions.size());
+  for (const auto& a : r.actions) {
+    json::object e;
+    e["op"] = ActionTypeName(a.type);
+    e["c"] = a.key.collection;
+    e["id"] = a.key.id;
+    e["prior"] = PriorName(a.prior);
+    e["pv"] = a.prior_version;
+    e["psv"] = a.prior_schema;
+    if (!a.fields.empty()) e["fields"] = a.fields;
+    if (!a.unset.empty()) e["unset"] = StringArray(a.unset);
+    if (a.schema_version) e["sv"] = *a.schema_version;
+    if (!a.restore.empty()) e["restore"] = a.restore;
+    if (!a.remove.empty()) e["remove"] = StringArray(a.remove);
+    actions.emplace_back(std::move(e));
+  }
+  o["actions"] = std::move(actions);
+  return o;
+}
+
+Result<TxnRecord> DecodeRecord(const json::object& o) {
+  TxnRecord r;
+  const json::value* state = o.if_contains("state");
+  if (state == nullptr || !state->is_string()) return Status::Corruption("record has no state");
+  std::string_view s = state->get_string();
+  if (s == "pending") r.state = TxnState::kPending;
+  else if (s == "committed") r.state = TxnState::kCommitted;
+  else if (s == "aborted") r.state = TxnState::kAborted;
+  else return Status::Corruption("record has an unknown state");
+  const json::value* created = o.if_contains("created");
+  const json::value* gc_at = o.if_contains("gc_at");
+  if (created == nullptr || gc_at == nullptr) return Status::Corruption("record lacks timestamps");
+  auto c = json::try_value_to<std::int64_t>(*created);
+  auto g = json::try_value_to<std::int64_t>(*gc_at);
+  if (!c || !g) return Status::Corruption("record timestamps are not integers");
+  r.created_ms = *c;
+  r.gc_at_ms = *g;
+  const json::value* actions = o.if_contains("actions");
+  if (actions == nullptr || !actions->is_array()) return Status::Corruption("record has no actions");
+  for (const auto& v : actions->get_array()) {
+    auto a = DecodeAction(v);
+    if (!a.ok()) return a.status();
+    r.actions.push_back(std::move(a).value());
+  }
+  return r;
+}
+
+}  // namespace litetx::engine

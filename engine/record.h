@@ -1,0 +1,62 @@
+// engine/record.h — the ActiveTransaction document and its DetailedTransactionWorklist.
+//
+// Stored in collection kTransactionsCollection under the transaction's id:
+//   {"state": "pending" | "committed" | "aborted",
+//    "created": ms since epoch, "gc_at": ms since epoch (created + lease),
+//    "actions": [WorkAction...]}
+// Each WorkAction is one write action with its reversing data:
+//   {"op": "insert"|"update"|"adjust"|"delete", "c": collection, "id": id,
+//    "prior": "absent"|"gone"|"deleted"|"live",   state before the transaction
+//    "pv": prior version, "psv": prior schema version,
+//    "fields": {...}   insert: the document; update: fields set; adjust: deltas
+//    "unset": [...]    update: fields removed
+//    "sv": n           insert / update: schema version written (absent: unchanged)
+//    "restore": {...}  update / adjust: prior values of every touched field that existed
+//    "remove": [...]}  update: touched fields that did not exist before
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/status.h"
+#include "litetx/transaction.h"
+
+namespace litetx::engine {
+
+enum class Prior : std::uint8_t { kAbsent, kGone, kDeleted, kLive };
+
+struct WorkAction {
+  ActionType type = ActionType::kUpdate;
+  Key key;
+  Prior prior = Prior::kAbsent;
+  std::uint64_t prior_version = 0;
+  std::uint32_t prior_schema = 0;
+  boost::json::object fields;
+  std::vector<std::string> unset;
+  std::optional<std::uint32_t> schema_version;
+  boost::json::object restore;
+  std::vector<std::string> remove;
+};
+
+enum class TxnState : std::uint8_t { kPending, kCommitted, kAborted };
+const char* TxnStateName(TxnState state);
+
+struct TxnRecord {
+  TxnState state = TxnState::kPending;
+  std::int64_t created_ms = 0;
+  std::int64_t gc_at_ms = 0;
+  std::vector<WorkAction> actions;
+
+  // The action on `key`, or nullptr.
+  const WorkAction* Find(const Key& key) const;
+};
+
+boost::json::object EncodeRecord(const TxnRecord& record);
+// kCorruption if `stored` is not a well-formed record.
+Result<TxnRecord> DecodeRecord(const boost::json::object& stored);
+
+}  // namespace litetx::engine

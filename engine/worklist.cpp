@@ -1,0 +1,234 @@
+#include "engine/worklist.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <boost/json.hpp>
+
+namespace litetx::engine {
+namespace json = boost::json;
+
+namespace {
+
+__extension__ typedef __int128 Int128;
+
+std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+// a + b for JSON numbers: integers stay exact (int64, or uint64 when positive and large);
+// otherwise double. kFailedPrecondition on overflow or a non-finite result.
+Result<json::value> AddNumbers(const json::value& a, const json::value& b, const Key& key,
+                               std::string_view field) {
+  auto fail = [&](const char* why) {
+    return Status::FailedPrecondition("adjust of " + Where(key) + " field \"" +
+                                      std::string(field) + "\": " + why);
+  };
+  if (!a.is_number()) return fail("the field is not a number");
+  if (a.is_double() || b.is_double()) {
+    double sum = a.to_number<double>() + b.to_number<double>();
+    if (!std::isfinite(sum)) return fail("the result is not finite");
+    return json::value(sum);
+  }
+  auto wide = [](const json::value& v) -> Int128 {
+    return v.is_int64() ? static_cast<Int128>(v.get_int64())
+                        : static_cast<Int128>(v.get_uint64());
+  };
+  Int128 sum = wide(a) + wide(b);
+  if (sum >= std::numeric_limits<std::int64_t>::min() &&
+      sum <= std::numeric_limits<std::int64_t>::max()) {
+    return json::value(static_cast<std::int64_t>(sum));
+  }
+  if (sum > 0 && sum <= static_cast<Int128>(std::numeric_limits<std::uint64_t>::max())) {
+    return json::value(static_cast<std::uint64_t>(sum));
+  }
+  return fail("the result overflows a 64-bit integer");
+}
+
+}  // namespace
+
+Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
+                         const std::string& txn, std::uint32_t default_schema) {
+  Meta meta;
+  Prior prior = Prior::kAbsent;
+  if (current) {
+    auto m = DecodeMeta(current->value);
+    if (!m.ok()) return Status::Corruption(Where(action.key) + ": " + m.status().message());
+    meta = std::move(m).value();
+    prior = meta.deleted ? Prior::kDeleted : meta.gone ? Prior::kGone : Prior::kLive;
+  }
+
+  Prepared p;
+  WorkAction& w = p.work;
+  w.type = action.type;
+  w.key = action.key;
+  w.prior = prior;
+  w.prior_version = meta.version;
+  w.prior_schema = meta.schema_version;
+
+  if (action.type == ActionType::kInsert) {
+    if (prior == Prior::kLive) {
+      return Status::Conflict("insert of " + Where(action.key) + ": the document exists")
+          .WithCurrentVersion(meta.version);
+    }
+  } else {
+    if (prior == Prior::kAbsent || prior == Prior::kGone) {
+      return Status::NotFound(std::string(ActionTypeName(action.type)) + " of " +
+                              Where(action.key) + ": no such document");
+    }
+    if (prior == Prior::kDeleted) {
+      return Status::Deleted(std::string(ActionTypeName(action.type)) + " of " +
+                             Where(action.key) + ": the document is deleted");
+    }
+    if (action.expected_version && *action.expected_version != meta.version) {
+      return Status::Conflict(std::string(ActionTypeName(action.type)) + " of " +
+                              Where(action.key) + ": expected version " +
+                              std::to_string(*action.expected_version) + ", found " +
+                              std::to_string(meta.version))
+          .WithCurrentVersion(meta.version);
+    }
+  }
+  if (action.type == ActionType::kCheck) {
+    p.final_version = meta.version;
+    return p;
+  }
+
+  json::object body = current ? UserFields(current->value) : json::object{};
+  Meta held;
+  held.version = meta.version + 1;
+  held.schema_version = meta.schema_version;
+  held.txn = txn;
+  held.last_writer = txn;
+
+  switch (action.type) {
+    case ActionType::kInsert:
+      body = action.fields;
+      w.fields = action.fields;
+      w.schema_version = action.schema_version.value_or(default_schema);
+      held.schema_version = *w.schema_version;
+      break;
+    case ActionType::kUpdate:
+      w.fields = action.fields;
+      w.unset = action.unset;
+      w.schema_version = action.schema_version;
+      for (const auto& kv : action.fields) {
+        if (const json::value* old = body.if_contains(kv.key())) {
+          w.restore[kv.key()] = *old;
+        } else {
+          w.remove.emplace_back(kv.key());
+        }
+        body[kv.key()] = kv.value();
+      }
+      for (const auto& f : action.unset) {
+        if (const json::value* old = body.if_contains(f)) {
+          w.restore[f] = *old;
+          body.erase(f);
+        }
+      }
+      if (action.schema_version) held.schema_version = *action.schema_version;
+      break;
+    case ActionType::kAdjust:
+      w.fields = action.fields;
+      for (const auto& kv : action.fields) {
+        json::value* old = body.if_contains(kv.key());
+        if (old == nullptr) {
+          return Status::FailedPrecondition("adjust of " + Where(action.key) + ": field \"" +
+                                            std::string(kv.key()) + "\" does not exist");
+        }
+        auto sum = AddNumbers(*old, kv.value(), action.key, kv.key());
+        if (!sum.ok()) return sum.status();
+        w.restore[kv.key()] = *old;
+        *old = std::move(sum).value();
+      }
+      break;
+    case ActionType::kDelete:
+      held.deleting = true;
+      break;
+    case ActionType::kCheck:
+      break;
+  }
+  p.held = MakeStored(std::move(body), held);
+  p.final = Finished(p.held, held);
+  p.final_version = action.type == ActionType::kDelete ? held.version + 1 : held.version;
+  return p;
+}
+
+json::object Finished(const json::object& held, const Meta& meta) {
+  Meta m = meta;
+  m.txn.clear();
+  if (meta.deleting) {
+    m.deleting = false;
+    m.deleted = true;
+    m.version = meta.version + 1;
+    return MakeStored(json::object{}, m);
+  }
+  return MakeStored(UserFields(held), m);
+}
+
+json::object Reversed(const json::object& held, const Meta& meta, const WorkAction& work) {
+  Meta m;
+  m.version = meta.version + 1;
+  m.schema_version = work.prior_schema;
+  switch (work.type) {
+    case ActionType::kInsert:
+      if (work.prior == Prior::kDeleted) {
+        m.deleted = true;
+      } else {
+        m.gone = true;
+      }
+      return MakeStored(json::object{}, m);
+    case ActionType::kUpdate:
+    case ActionType::kAdjust: {
+      json::object body = UserFields(held);
+      for (const auto& f : work.remove) body.erase(f);
+      for (const auto& kv : work.restore) body[kv.key()] = kv.value();
+      return MakeStored(std::move(body), m);
+    }
+    case ActionType::kDelete:
+    case ActionType::kCheck:
+      break;
+  }
+  return MakeStored(UserFields(held), m);
+}
+
+ReadResult PreImage(const json::object& held, const WorkAction& work) {
+  ReadResult r;
+  r.version = work.prior_version;
+  r.schema_version = work.prior_schema;
+  switch (work.prior) {
+    case Prior::kAbsent:
+    case Prior::kGone:
+      r.state = DocumentState::kNotFound;
+      r.version = 0;
+      r.schema_version = 0;
+      return r;
+    case Prior::kDeleted:
+      r.state = DocumentState::kDeleted;
+      r.schema_version = 0;
+      return r;
+    case Prior::kLive:
+      break;
+  }
+  r.state = DocumentState::kFound;
+  r.doc = UserFields(held);
+  for (const auto& f : work.remove) r.doc.erase(f);
+  for (const auto& kv : work.restore) r.doc[kv.key()] = kv.value();
+  return r;
+}
+
+ReadResult CommittedImage(const json::object& stored, const Meta& meta) {
+  ReadResult r;
+  if (meta.gone) return r;  // not found
+  if (meta.deleted || meta.deleting) {
+    r.state = DocumentState::kDeleted;
+    // A committed delete not yet turned into a tombstone reads as the tombstone will.
+    r.version = meta.deleted ? meta.version : meta.version + 1;
+    return r;
+  }
+  r.state = DocumentState::kFound;
+  r.version = meta.version;
+  r.schema_version = meta.schema_version;
+  r.doc = UserFields(stored);
+  return r;
+}
+
+}  // namespace litetx::engine

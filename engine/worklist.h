@@ -1,0 +1,55 @@
+// engine/worklist.h — pure document transforms of the litesoft model (no I/O).
+//
+// Prepare evaluates one action against the document as read before the transaction starts
+// and produces the worklist entry (with reversing data) and the document as the apply step
+// writes it. Finished, Reversed and PreImage turn a document that a transaction holds into
+// its committed form, its rolled-back form, and the image a read-committed reader sees.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/json/object.hpp>
+
+#include "engine/meta.h"
+#include "engine/record.h"
+#include "litetx/document.h"
+#include "litetx/store.h"
+#include "litetx/transaction.h"
+
+namespace litetx::engine {
+
+struct Prepared {
+  WorkAction work;             // the worklist entry (write actions only)
+  boost::json::object held;    // the document as written by the apply step, held by `txn`
+  boost::json::object final;   // the document after the commit (reference cleared,
+                               // deletes as tombstones); used directly by the one-write path
+  std::uint64_t final_version = 0;
+};
+
+// Evaluates `action` against `current` (std::nullopt: absent) for transaction `txn`.
+// REQUIRES: `action` passed validation; `current`, if any, is not held by another txn.
+// Returns the prepared entry, or kNotFound / kDeleted / kConflict (expected version, or an
+// insert over a live document) / kFailedPrecondition (adjust of a missing or non-numeric
+// field, overflow) / kCorruption (undecodable metadata). kCheck actions only validate.
+Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
+                         const std::string& txn, std::uint32_t default_schema);
+
+// The committed form of a document held by its transaction: reference cleared; a pending
+// delete becomes a tombstone (body cleared, version + 1).
+boost::json::object Finished(const boost::json::object& held, const Meta& meta);
+
+// The rolled-back form of a document still held by the transaction of `work`: the touched
+// fields restored, the deleting flag cleared, an insert turned back into a placeholder or
+// tombstone; always with version + 1 and no reference.
+boost::json::object Reversed(const boost::json::object& held, const Meta& meta,
+                             const WorkAction& work);
+
+// What a read-committed reader sees of a document held by an uncommitted transaction.
+ReadResult PreImage(const boost::json::object& held, const WorkAction& work);
+
+// What a reader sees of a document not held by any transaction (or held by a committed one:
+// a pending delete then reads as deleted).
+ReadResult CommittedImage(const boost::json::object& stored, const Meta& meta);
+
+}  // namespace litetx::engine

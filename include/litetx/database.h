@@ -1,0 +1,79 @@
+// litetx/database.h — the entry point: multi-document transactions over a Store.
+//
+// A Database runs transactions (the litesoft model of seed 003) and reads documents. It owns
+// no data: everything lives in the Store, so any number of Database objects, in one process
+// or several, may share one store.
+//
+// Ownership: keeps the store (shared_ptr) and the Options' logger and clock alive.
+// Thread safety: every method may be called from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "litetx/document.h"
+#include "litetx/options.h"
+#include "litetx/status.h"
+#include "litetx/store.h"
+#include "litetx/transaction.h"
+
+namespace litetx {
+
+namespace engine {
+class Coordinator;
+}
+
+struct CommitInfo {
+  // The transaction's id (also the id of its ActiveTransaction document while it exists).
+  std::string txn_id;
+  // For each action, in order, the document's version after the commit (a delete's tombstone
+  // version; a check's unchanged version).
+  std::vector<std::uint64_t> versions;
+};
+
+class Database {
+ public:
+  // REQUIRES: store != nullptr.
+  explicit Database(std::shared_ptr<Store> store, Options options = {});
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Runs `txn` all-or-nothing. Outcomes:
+  //   OK                  committed; CommitInfo has the new versions.
+  //   kInvalidArgument    bad input (names, reserved fields, sizes, a document named twice,
+  //                       wrong types, empty transaction); nothing was written.
+  //   kConflict           an expected version did not match (current_version() says the
+  //                       actual one), an insert met a live document, or a document changed
+  //                       while the transaction ran; rolled back.
+  //   kNotFound           an update, adjust, delete or check named a missing document.
+  //   kDeleted            ... named a tombstone.
+  //   kFailedPrecondition an adjust named a field that is missing or not a number, or would
+  //                       overflow.
+  //   kBusy               another transaction held a document past Options::busy_timeout.
+  //   kAborted            a collector rolled the transaction back (it ran past its lease).
+  //   kUnavailable        the store failed before the commit point; rolled back.
+  //   kUnknown            the store failed at the commit point and the outcome could not be
+  //                       learned; it is decided in the store (read the documents later).
+  //   kCorruption         a stored document could not be decoded; nothing was committed.
+  Result<CommitInfo> Commit(const Transaction& txn);
+
+  // Reads one document. Returns a ReadResult whose state tells found, not found and deleted;
+  // kInvalidArgument for a bad name; kUnavailable (retry), kBusy (the holding transaction's
+  // state could not be resolved in time) or kCorruption.
+  Result<ReadResult> Read(std::string_view collection, std::string_view id,
+                          const ReadOptions& options = {});
+
+  Store& store() { return *store_; }
+  const Options& options() const { return options_; }
+
+ private:
+  std::shared_ptr<Store> store_;
+  Options options_;
+  std::unique_ptr<engine::Coordinator> coordinator_;
+};
+
+}  // namespace litetx

@@ -1,0 +1,59 @@
+// litetx/document.h — documents as readers see them, and the rules for names and fields.
+//
+// Documents are Boost.JSON objects addressed by (collection, id). The engine keeps its
+// metadata in the reserved top-level field "_ltx"; any top-level field whose name starts with
+// "_ltx" is reserved and rejected in user input. Collections whose name starts with "__litetx"
+// are the engine's own (ActiveTransaction documents live in kTransactionsCollection).
+//
+// Thread safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/status.h"
+
+namespace litetx {
+
+inline constexpr std::string_view kMetaField = "_ltx";
+inline constexpr std::string_view kReservedFieldPrefix = "_ltx";
+inline constexpr std::string_view kReservedCollectionPrefix = "__litetx";
+inline constexpr std::string_view kTransactionsCollection = "__litetx.txn";
+inline constexpr std::size_t kMaxCollectionBytes = 128;
+inline constexpr std::size_t kMaxIdBytes = 512;
+
+enum class DocumentState : std::uint8_t {
+  kFound,     // a live document
+  kNotFound,  // never existed, or its only insert was rolled back
+  kDeleted,   // a tombstone left by a committed delete
+};
+
+// "found", "not_found", "deleted".
+const char* DocumentStateName(DocumentState state);
+
+struct ReadResult {
+  DocumentState state = DocumentState::kNotFound;
+  // kFound / kDeleted: the document's version number (1 on insert, +1 on every change).
+  std::uint64_t version = 0;
+  // kFound: the document's schema version.
+  std::uint32_t schema_version = 0;
+  // kFound: the user fields (no engine metadata).
+  boost::json::object doc;
+  // Isolation::kReadUncommitted only: the id of the transaction holding the document (empty
+  // if none) and whether that transaction is deleting it.
+  std::string txn;
+  bool deleting = false;
+};
+
+// OK, or kInvalidArgument naming the problem: empty, longer than kMaxCollectionBytes, not
+// UTF-8, control characters, or the reserved "__litetx" prefix.
+Status ValidateCollection(std::string_view collection);
+// OK, or kInvalidArgument: empty, longer than kMaxIdBytes, not UTF-8, control characters.
+Status ValidateId(std::string_view id);
+// True if `field` is reserved for the engine (starts with "_ltx").
+bool IsReservedField(std::string_view field);
+
+}  // namespace litetx

@@ -1,0 +1,93 @@
+// litetx/store.h — the Store seam: the only way litetx does I/O.
+//
+// A Store offers single-document atomic operations and nothing more, so that it can be built
+// on LMDB, Redis (a Lua compare-and-set), Redis Cluster, MongoDB (findOneAndUpdate with a
+// filter) or DynamoDB (condition expressions). litetx never assumes that two documents can be
+// written atomically together; a backend must not provide it either.
+//
+// Every stored document has a Revision chosen by the store. A revision changes on every write
+// and is never reused for the same key, not even after the key was erased and created again
+// (a global counter, a random 64-bit value or a server timestamp all qualify). Conditional
+// writes compare it (compare-and-swap). The engine's own version numbers live inside the
+// document; the store does not interpret document contents.
+//
+// Error contract of every operation:
+//   kConflict     the condition did not hold (create: the key exists; replace/erase: the key is
+//                 absent or has another revision). Nothing was written.
+//   kUnavailable  a transient failure; nothing was written.
+//   kUnknown      the write may or may not have happened (e.g. a lost reply). Reads never
+//                 return it.
+//   kCorruption   the stored bytes could not be decoded.
+//   kInvalidArgument  the backend refuses the key or value (e.g. too large).
+//
+// Thread safety: implementations must be safe to call from many threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/status.h"
+
+namespace litetx {
+
+using Revision = std::uint64_t;
+
+// Address of a document.
+struct Key {
+  std::string collection;
+  std::string id;
+
+  friend bool operator==(const Key&, const Key&) = default;
+  friend auto operator<=>(const Key&, const Key&) = default;
+};
+
+// A document as the store holds it: the whole JSON object (user fields and engine metadata)
+// and its revision.
+struct StoredDocument {
+  boost::json::object value;
+  Revision revision = 0;
+};
+
+// One page of a collection scan, in ascending id order.
+struct ScanPage {
+  std::vector<std::pair<std::string, StoredDocument>> documents;  // (id, document)
+  // Pass back to Scan to continue; empty when the scan is complete.
+  std::string next_cursor;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Reads one document. Returns the document, std::nullopt if the key is absent, or
+  // kUnavailable / kCorruption.
+  virtual Result<std::optional<StoredDocument>> Get(const Key& key) = 0;
+
+  // Creates the document if the key is absent. Returns its new revision, or kConflict if the
+  // key exists, or kUnavailable / kUnknown / kInvalidArgument.
+  virtual Result<Revision> Create(const Key& key, const boost::json::object& value) = 0;
+
+  // Replaces the document if its current revision is `expected`. Returns the new revision, or
+  // kConflict (absent or other revision), kUnavailable, kUnknown, kInvalidArgument.
+  virtual Result<Revision> Replace(const Key& key, Revision expected,
+                                   const boost::json::object& value) = 0;
+
+  // Erases the document if its current revision is `expected`. Returns OK, or kConflict
+  // (absent or other revision), kUnavailable, kUnknown.
+  virtual Status Erase(const Key& key, Revision expected) = 0;
+
+  // Lists the documents of `collection` in ascending id order, at most `limit` of them
+  // (REQUIRES: limit > 0), starting after `cursor` (empty: from the start). The scan is not a
+  // snapshot: documents written meanwhile may or may not appear; each one returned was read
+  // atomically. Returns kUnavailable / kCorruption on failure.
+  virtual Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
+                                std::size_t limit) = 0;
+};
+
+}  // namespace litetx
