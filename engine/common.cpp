@@ -1,4 +1,5 @@
 // Small definitions of the public value types: Status, Transaction, names, validation, clock.
+#include <cstdint>
 #include <thread>
 
 #include "litetx/clock.h"
@@ -93,18 +94,25 @@ Status CheckText(std::string_view what, std::string_view s, std::size_t max) {
     return Status::InvalidArgument(std::string(what) + " is " + std::to_string(s.size()) +
                                    " bytes, over the limit of " + std::to_string(max));
   }
+  // Strict RFC 3629 decoding: overlong forms, UTF-16 surrogates and code points past
+  // U+10FFFF are rejected, so a name has exactly one byte spelling.
   for (std::size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
     std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
     if (len == 0 || i + len > s.size()) {
       return Status::InvalidArgument(std::string(what) + " is not valid UTF-8");
     }
+    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
     for (std::size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) {
-        return Status::InvalidArgument(std::string(what) + " is not valid UTF-8");
-      }
+      auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 0x2) return Status::InvalidArgument(std::string(what) + " is not valid UTF-8");
+      cp = (cp << 6) | (b & 0x3F);
     }
-    if (len == 1 && (c < 0x20 || c == 0x7F)) {
+    static constexpr std::uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return Status::InvalidArgument(std::string(what) + " is not valid UTF-8");
+    }
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) {
       return Status::InvalidArgument(std::string(what) + " contains a control character");
     }
     i += len;

@@ -1,0 +1,321 @@
+// tests/store_contract.cpp — the Store contract tests (see store_contract.h). Instantiated per
+// backend elsewhere (store_contract_test.cpp for the memory store).
+#include "store_contract.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "test_util.h"
+
+namespace ltxtest {
+namespace {
+
+using litetx::ScanPage;
+
+json::object Body(int n) { return json::object{{"n", n}}; }
+
+// Scans `collection` with page size `limit`, checking every page's shape.
+std::vector<std::pair<std::string, StoredDocument>> ScanPaged(litetx::Store& s,
+                                                              std::string_view collection,
+                                                              std::size_t limit,
+                                                              int* pages = nullptr) {
+  std::vector<std::pair<std::string, StoredDocument>> out;
+  std::string cursor;
+  int n = 0;
+  for (;;) {
+    auto p = s.Scan(collection, cursor, limit);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) break;
+    ++n;
+    EXPECT_LE(p->documents.size(), limit) << "page over the limit";
+    for (auto& d : p->documents) out.push_back(std::move(d));
+    if (p->next_cursor.empty()) break;
+    if (n > 10000) {
+      ADD_FAILURE() << "scan does not end";
+      break;
+    }
+    cursor = p->next_cursor;
+  }
+  if (pages != nullptr) *pages = n;
+  return out;
+}
+
+std::vector<std::string> IdsOf(const std::vector<std::pair<std::string, StoredDocument>>& docs) {
+  std::vector<std::string> ids;
+  for (const auto& d : docs) ids.push_back(d.first);
+  return ids;
+}
+
+TEST_P(StoreContractTest, GetAbsentReturnsNullopt) {
+  auto r = store().Get(Key{"c", "nope"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST_P(StoreContractTest, CreateThenGetReturnsValueAndRevision) {
+  json::object v = Obj(R"({"a": 1, "b": {"c": [1, "x", null, true]}, "d": 2.5})");
+  auto rev = store().Create(Key{"c", "k"}, v);
+  ASSERT_TRUE(rev.ok()) << rev.status().ToString();
+  auto g = store().Get(Key{"c", "k"});
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(g->has_value());
+  EXPECT_EQ((*g)->value, v);
+  EXPECT_EQ((*g)->revision, *rev);
+  // Same id in another collection is another key.
+  auto other = store().Get(Key{"d", "k"});
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->has_value());
+}
+
+TEST_P(StoreContractTest, CreateExistingKeyConflictsAndWritesNothing) {
+  auto rev = store().Create(Key{"c", "k"}, Body(1));
+  ASSERT_TRUE(rev.ok());
+  auto again = store().Create(Key{"c", "k"}, Body(2));
+  EXPECT_EQ(again.code(), Code::kConflict);
+  auto g = store().Get(Key{"c", "k"});
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->value, Body(1));
+  EXPECT_EQ((*g)->revision, *rev);
+}
+
+TEST_P(StoreContractTest, ReplaceWithRightRevisionWrites) {
+  Key k{"c", "k"};
+  auto r1 = store().Create(k, Body(1));
+  ASSERT_TRUE(r1.ok());
+  auto r2 = store().Replace(k, *r1, Body(2));
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_NE(*r2, *r1);
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->value, Body(2));
+  EXPECT_EQ((*g)->revision, *r2);
+}
+
+TEST_P(StoreContractTest, ReplaceWithWrongRevisionConflictsAndWritesNothing) {
+  Key k{"c", "k"};
+  auto r1 = store().Create(k, Body(1));
+  ASSERT_TRUE(r1.ok());
+  auto r2 = store().Replace(k, *r1, Body(2));
+  ASSERT_TRUE(r2.ok());
+  // The stale revision no longer matches.
+  EXPECT_EQ(store().Replace(k, *r1, Body(3)).code(), Code::kConflict);
+  EXPECT_EQ(store().Replace(k, *r2 + 12345, Body(3)).code(), Code::kConflict);
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->value, Body(2));
+  EXPECT_EQ((*g)->revision, *r2);
+}
+
+TEST_P(StoreContractTest, ReplaceAbsentKeyConflictsAndCreatesNothing) {
+  Key k{"c", "k"};
+  EXPECT_EQ(store().Replace(k, 1, Body(1)).code(), Code::kConflict);
+  EXPECT_EQ(store().Replace(k, 0, Body(1)).code(), Code::kConflict);
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->has_value());
+}
+
+TEST_P(StoreContractTest, EraseWithRightRevisionRemoves) {
+  Key k{"c", "k"};
+  auto r1 = store().Create(k, Body(1));
+  ASSERT_TRUE(r1.ok());
+  Status s = store().Erase(k, *r1);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->has_value());
+  // Erasing again: absent.
+  EXPECT_EQ(store().Erase(k, *r1).code(), Code::kConflict);
+}
+
+TEST_P(StoreContractTest, EraseWithWrongRevisionConflictsAndKeepsDocument) {
+  Key k{"c", "k"};
+  auto r1 = store().Create(k, Body(1));
+  ASSERT_TRUE(r1.ok());
+  auto r2 = store().Replace(k, *r1, Body(2));
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(store().Erase(k, *r1).code(), Code::kConflict);
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->value, Body(2));
+  EXPECT_EQ((*g)->revision, *r2);
+}
+
+TEST_P(StoreContractTest, EraseAbsentKeyConflicts) {
+  EXPECT_EQ(store().Erase(Key{"c", "nope"}, 1).code(), Code::kConflict);
+}
+
+TEST_P(StoreContractTest, RevisionsChangeOnEveryWriteAndAreNeverReused) {
+  Key k{"c", "k"};
+  std::set<Revision> seen;
+  auto remember = [&](Revision r) {
+    EXPECT_TRUE(seen.insert(r).second) << "revision " << r << " reused";
+  };
+  for (int round = 0; round < 5; ++round) {
+    auto c = store().Create(k, Body(round));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    remember(*c);
+    Revision cur = *c;
+    for (int i = 0; i < 3; ++i) {
+      // Writing the very same value must still change the revision.
+      auto r = store().Replace(k, cur, Body(round));
+      ASSERT_TRUE(r.ok());
+      remember(*r);
+      cur = *r;
+    }
+    ASSERT_TRUE(store().Erase(k, cur).ok());
+    // No stale revision of the erased incarnation applies to the next one.
+    for (Revision old : seen) {
+      EXPECT_EQ(store().Replace(k, old, Body(-1)).code(), Code::kConflict);
+    }
+  }
+  EXPECT_EQ(seen.size(), 20u);
+}
+
+TEST_P(StoreContractTest, ScanEmptyCollection) {
+  auto p = store().Scan("empty", "", 10);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->documents.empty());
+  EXPECT_TRUE(p->next_cursor.empty());
+  // A collection whose documents were all erased is empty again.
+  auto r = store().Create(Key{"gone", "x"}, Body(1));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(store().Erase(Key{"gone", "x"}, *r).ok());
+  auto q = store().Scan("gone", "", 10);
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(q->documents.empty());
+  EXPECT_TRUE(q->next_cursor.empty());
+}
+
+TEST_P(StoreContractTest, ScanReturnsAscendingIdsWithValuesAndRevisions) {
+  std::vector<std::string> ids = {"b", "a", "10", "9", "B", "a0", "a.b", "zz", "\xC3\xA9t\xC3\xA9"};
+  std::map<std::string, Revision> revs;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto r = store().Create(Key{"c", ids[i]}, Body(static_cast<int>(i)));
+    ASSERT_TRUE(r.ok());
+    revs[ids[i]] = *r;
+  }
+  auto docs = ScanPaged(store(), "c", 100);
+  std::vector<std::string> want = ids;
+  std::sort(want.begin(), want.end());  // byte-wise
+  EXPECT_EQ(IdsOf(docs), want);
+  for (const auto& [id, doc] : docs) {
+    auto i = std::find(ids.begin(), ids.end(), id) - ids.begin();
+    EXPECT_EQ(doc.value, Body(static_cast<int>(i))) << id;
+    EXPECT_EQ(doc.revision, revs[id]) << id;
+  }
+}
+
+TEST_P(StoreContractTest, ScanPagesWithCursorAndLimitAmongOtherCollections) {
+  // Neighbouring collection names on both sides, including prefixes of "c".
+  for (const char* other : {"b", "c0", "cc", "d", "", "C"}) {
+    if (*other == '\0') continue;
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(store().Create(Key{other, "id" + std::to_string(i)}, Body(i)).ok());
+    }
+  }
+  std::vector<std::string> want;
+  for (int i = 0; i < 203; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "doc%05d", (i * 37) % 203);  // created out of order
+    ASSERT_TRUE(store().Create(Key{"c", id}, Body(i)).ok());
+    want.emplace_back(id);
+  }
+  std::sort(want.begin(), want.end());
+  for (std::size_t limit : {1u, 2u, 7u, 50u, 202u, 203u, 204u, 1000u}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    int pages = 0;
+    auto docs = ScanPaged(store(), "c", limit, &pages);
+    EXPECT_EQ(IdsOf(docs), want);
+    EXPECT_GE(pages, static_cast<int>((want.size() + limit - 1) / limit));
+  }
+  // The other collections are intact and separate.
+  EXPECT_EQ(ScanPaged(store(), "cc", 3).size(), 7u);
+  EXPECT_EQ(ScanPaged(store(), "c0", 100).size(), 7u);
+}
+
+TEST_P(StoreContractTest, ScanSeesWritesBetweenPagesOfUnvisitedRange) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store().Create(Key{"c", id}, Body(1)).ok());
+  auto p1 = store().Scan("c", "", 2);
+  ASSERT_TRUE(p1.ok());
+  ASSERT_EQ(IdsOf(p1->documents), (std::vector<std::string>{"a", "b"}));
+  ASSERT_FALSE(p1->next_cursor.empty());
+  // Erase "c" before continuing: the rest of the scan must not return it.
+  auto rc = store().Get(Key{"c", "c"});
+  ASSERT_TRUE(rc.ok() && rc->has_value());
+  ASSERT_TRUE(store().Erase(Key{"c", "c"}, (*rc)->revision).ok());
+  std::vector<std::string> rest;
+  std::string cursor = p1->next_cursor;
+  for (int guard = 0; guard < 10 && !cursor.empty(); ++guard) {
+    auto p = store().Scan("c", cursor, 2);
+    ASSERT_TRUE(p.ok());
+    for (auto& d : p->documents) rest.push_back(d.first);
+    cursor = p->next_cursor;
+  }
+  EXPECT_EQ(rest, (std::vector<std::string>{"d"}));
+}
+
+TEST_P(StoreContractTest, ConcurrentCompareAndSwapIncrementsLoseNoUpdate) {
+  Key k{"c", "counter"};
+  ASSERT_TRUE(store().Create(k, json::object{{"n", 0}}).ok());
+  constexpr int kThreads = 4;
+  constexpr int kEach = 300;
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach;) {
+        auto g = store().Get(k);
+        if (!g.ok() || !g->has_value()) {
+          ADD_FAILURE() << "get failed";
+          return;
+        }
+        std::int64_t n = (*g)->value.at("n").as_int64();
+        auto r = store().Replace(k, (*g)->revision, json::object{{"n", n + 1}});
+        if (r.ok()) {
+          ++i;
+        } else if (r.code() == Code::kConflict) {
+          ++conflicts;
+        } else {
+          ADD_FAILURE() << r.status().ToString();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto g = store().Get(k);
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->value.at("n").as_int64(), kThreads * kEach)
+      << "lost updates (" << conflicts.load() << " conflicts seen)";
+}
+
+TEST_P(StoreContractTest, ConcurrentCreatesOfOneKeyHaveOneWinner) {
+  constexpr int kThreads = 4;
+  for (int round = 0; round < 50; ++round) {
+    Key k{"c", "k" + std::to_string(round)};
+    std::atomic<int> wins{0}, conflicts{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        auto r = store().Create(k, Body(t));
+        if (r.ok()) ++wins;
+        else if (r.code() == Code::kConflict) ++conflicts;
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(wins.load(), 1);
+    EXPECT_EQ(conflicts.load(), kThreads - 1);
+  }
+}
+
+}  // namespace
+}  // namespace ltxtest

@@ -1,0 +1,66 @@
+// tests/store_contract_test.cpp — runs the Store contract (store_contract.cpp) on the memory
+// store, bare and behind the forwarding wrappers the engine's tests rely on.
+#include "store_contract.h"
+
+#include <memory>
+
+#include "litetx/counting_store.h"
+#include "litetx/forwarding_store.h"
+#include "litetx/memory_store.h"
+
+namespace ltxtest {
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(
+    Memory, StoreContractTest,
+    ::testing::Values(
+        StoreFactoryParam{"MemoryStore",
+                          [] { return std::make_shared<litetx::MemoryStore>(); }},
+        StoreFactoryParam{"ForwardingOverMemory",
+                          [] {
+                            return std::make_shared<litetx::ForwardingStore>(
+                                std::make_shared<litetx::MemoryStore>());
+                          }},
+        StoreFactoryParam{"CountingOverMemory",
+                          [] {
+                            return std::make_shared<litetx::CountingStore>(
+                                std::make_shared<litetx::MemoryStore>());
+                          }}),
+    StoreFactoryName);
+
+TEST(MemoryStoreTest, SizeCountsDocumentsOfAllCollections) {
+  litetx::MemoryStore s;
+  EXPECT_EQ(s.Size(), 0u);
+  auto a = s.Create({"a", "1"}, {{"x", 1}});
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(s.Create({"b", "1"}, {{"x", 1}}).ok());
+  ASSERT_TRUE(s.Create({"b", "2"}, {{"x", 1}}).ok());
+  EXPECT_EQ(s.Size(), 3u);
+  ASSERT_TRUE(s.Erase({"a", "1"}, *a).ok());
+  EXPECT_EQ(s.Size(), 2u);
+}
+
+TEST(CountingStoreTest, CountsEveryCallWhateverItsOutcome) {
+  auto mem = std::make_shared<litetx::MemoryStore>();
+  litetx::CountingStore s(mem);
+  auto r = s.Create({"c", "k"}, {{"x", 1}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(s.Create({"c", "k"}, {{"x", 1}}).code(), litetx::Code::kConflict);
+  EXPECT_EQ(s.Replace({"c", "k"}, *r + 999, {{"x", 2}}).code(), litetx::Code::kConflict);
+  ASSERT_TRUE(s.Get({"c", "k"}).ok());
+  ASSERT_TRUE(s.Scan("c", "", 5).ok());
+  EXPECT_EQ(s.Erase({"c", "nope"}, 1).code(), litetx::Code::kConflict);
+  auto c = s.counts();
+  EXPECT_EQ(c.creates, 2u);
+  EXPECT_EQ(c.replaces, 1u);
+  EXPECT_EQ(c.erases, 1u);
+  EXPECT_EQ(c.gets, 1u);
+  EXPECT_EQ(c.scans, 1u);
+  EXPECT_EQ(c.writes(), 4u);
+  s.Reset();
+  EXPECT_EQ(s.counts().writes(), 0u);
+  EXPECT_EQ(s.counts().gets, 0u);
+}
+
+}  // namespace
+}  // namespace ltxtest

@@ -1,0 +1,381 @@
+// tests/test_util.h — shared helpers of the litetx GoogleTest suite.
+//
+//   * JSON shorthands (Obj) and raw access to what a store holds (Raw, MetaOf, Dump, Seed...).
+//   * HookStore: a ForwardingStore whose calls can be failed, observed or interfered with
+//     (fail the k-th Replace of a key, lose a reply after the write landed, run a check after
+//     every write...).
+//   * World: a MemoryStore, a ManualClock and Options suited to tests (instant sleeps, small
+//     busy timeout).
+//   * Image: the comparable part of a ReadResult.
+#pragma once
+
+#include <climits>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "engine/meta.h"
+#include "engine/record.h"
+#include "litetx/litetx.h"
+
+namespace ltxtest {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using litetx::Code;
+using litetx::Key;
+using litetx::Revision;
+using litetx::Status;
+using litetx::StoredDocument;
+
+// Parses a JSON object literal.
+inline json::object Obj(std::string_view text) { return json::parse(text).as_object(); }
+
+inline const Key kNoKey{};
+
+inline Key TxnKey(std::string id) {
+  return Key{std::string(litetx::kTransactionsCollection), std::move(id)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// HookStore
+
+enum class Op { kGet, kCreate, kReplace, kErase, kScan };
+
+inline const char* OpName(Op op) {
+  switch (op) {
+    case Op::kGet: return "get";
+    case Op::kCreate: return "create";
+    case Op::kReplace: return "replace";
+    case Op::kErase: return "erase";
+    case Op::kScan: return "scan";
+  }
+  return "?";
+}
+
+struct Call {
+  Op op = Op::kGet;
+  Key key;                                // scan: {collection, ""}
+  const json::object* value = nullptr;    // create / replace
+  Revision expected = 0;                  // replace / erase
+  int nth = 0;  // 1-based: this is the nth call of `op` on `key` (counting this one)
+
+  bool is_write() const { return op == Op::kCreate || op == Op::kReplace || op == Op::kErase; }
+  bool on_record() const { return key.collection == litetx::kTransactionsCollection; }
+  // The "state" a record write stores ("" if not a record create/replace).
+  std::string record_state() const {
+    if (!on_record() || value == nullptr) return "";
+    const json::value* s = value->if_contains("state");
+    return s != nullptr && s->is_string() ? std::string(s->get_string()) : "";
+  }
+  bool is_commit_point() const { return op == Op::kReplace && record_state() == "committed"; }
+  bool is_abort_flip() const { return op == Op::kReplace && record_state() == "aborted"; }
+};
+
+// A ForwardingStore with two hooks:
+//   before(call): return a Status to fail the call with it without forwarding; std::nullopt to
+//                 forward. May touch target() (the inner store) directly to interfere.
+//   after(call, result): runs after a forwarded call; return a Status to report it instead of
+//                 the real result (e.g. kUnknown: "the write landed but the reply was lost").
+// Hooks must be set before the store is used concurrently.
+class HookStore : public litetx::ForwardingStore {
+ public:
+  using Before = std::function<std::optional<Status>(const Call&)>;
+  using After = std::function<std::optional<Status>(const Call&, const Status&)>;
+
+  explicit HookStore(std::shared_ptr<litetx::Store> target)
+      : ForwardingStore(std::move(target)) {}
+
+  Before before;
+  After after;
+
+  litetx::Result<std::optional<StoredDocument>> Get(const Key& key) override {
+    Call c = MakeCall(Op::kGet, key, nullptr, 0);
+    if (auto s = RunBefore(c)) return *s;
+    auto r = ForwardingStore::Get(key);
+    if (auto s = RunAfter(c, r.status())) return *s;
+    return r;
+  }
+  litetx::Result<Revision> Create(const Key& key, const json::object& value) override {
+    Call c = MakeCall(Op::kCreate, key, &value, 0);
+    if (auto s = RunBefore(c)) return *s;
+    auto r = ForwardingStore::Create(key, value);
+    if (auto s = RunAfter(c, r.status())) return *s;
+    return r;
+  }
+  litetx::Result<Revision> Replace(const Key& key, Revision expected,
+                                   const json::object& value) override {
+    Call c = MakeCall(Op::kReplace, key, &value, expected);
+    if (auto s = RunBefore(c)) return *s;
+    auto r = ForwardingStore::Replace(key, expected, value);
+    if (auto s = RunAfter(c, r.status())) return *s;
+    return r;
+  }
+  Status Erase(const Key& key, Revision expected) override {
+    Call c = MakeCall(Op::kErase, key, nullptr, expected);
+    if (auto s = RunBefore(c)) return *s;
+    Status r = ForwardingStore::Erase(key, expected);
+    if (auto s = RunAfter(c, r)) return *s;
+    return r;
+  }
+  litetx::Result<litetx::ScanPage> Scan(std::string_view collection, std::string_view cursor,
+                                        std::size_t limit) override {
+    Call c = MakeCall(Op::kScan, Key{std::string(collection), ""}, nullptr, 0);
+    if (auto s = RunBefore(c)) return *s;
+    auto r = ForwardingStore::Scan(collection, cursor, limit);
+    if (auto s = RunAfter(c, r.status())) return *s;
+    return r;
+  }
+
+  // How many calls of `op` on `key` were made so far.
+  int calls(Op op, const Key& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = counts_.find({op, key});
+    return it == counts_.end() ? 0 : it->second;
+  }
+  // How many calls of `op` on any key of `collection` were made so far.
+  int calls_in(Op op, std::string_view collection) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& [k, v] : counts_) {
+      if (k.first == op && k.second.collection == collection) n += v;
+    }
+    return n;
+  }
+
+ private:
+  Call MakeCall(Op op, const Key& key, const json::object* value, Revision expected) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Call{op, key, value, expected, ++counts_[{op, key}]};
+  }
+  std::optional<Status> RunBefore(const Call& c) {
+    if (!before) return std::nullopt;
+    auto s = before(c);
+    if (s && s->ok()) ADD_FAILURE() << "a before hook returned an OK status";
+    return s;
+  }
+  std::optional<Status> RunAfter(const Call& c, const Status& result) {
+    if (!after) return std::nullopt;
+    auto s = after(c, result);
+    if (s && s->ok()) ADD_FAILURE() << "an after hook returned an OK status";
+    return s;
+  }
+
+  mutable std::mutex mu_;
+  std::map<std::pair<Op, Key>, int> counts_;
+};
+
+inline constexpr int kForever = INT_MAX;
+
+// A before hook: calls of `op` on `key` numbered from `from` (1-based) on, `times` of them,
+// fail with `code` without reaching the store.
+inline HookStore::Before FailCalls(Op op, Key key, int from, Code code, int times = kForever) {
+  return [=](const Call& c) -> std::optional<Status> {
+    if (c.op == op && c.key == key && c.nth >= from &&
+        (times == kForever || c.nth < from + times)) {
+      return Status(code, std::string("injected ") + OpName(op) + " failure");
+    }
+    return std::nullopt;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw store access
+
+// The stored document (whole object with metadata), or std::nullopt if absent.
+inline std::optional<json::object> Raw(litetx::Store& store, const Key& key) {
+  auto r = store.Get(key);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok() || !r->has_value()) return std::nullopt;
+  return (*r)->value;
+}
+inline std::optional<json::object> Raw(litetx::Store& store, std::string c, std::string id) {
+  return Raw(store, Key{std::move(c), std::move(id)});
+}
+
+inline Revision RevisionOf(litetx::Store& store, const Key& key) {
+  auto r = store.Get(key);
+  EXPECT_TRUE(r.ok() && r->has_value()) << "no document " << key.collection << "/" << key.id;
+  return r.ok() && r->has_value() ? (*r)->revision : 0;
+}
+
+// The decoded metadata of a stored document (a test failure if absent or undecodable).
+inline litetx::engine::Meta MetaOf(litetx::Store& store, const Key& key) {
+  auto raw = Raw(store, key);
+  EXPECT_TRUE(raw.has_value()) << "no document " << key.collection << "/" << key.id;
+  if (!raw) return {};
+  auto m = litetx::engine::DecodeMeta(*raw);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : litetx::engine::Meta{};
+}
+inline litetx::engine::Meta MetaOf(litetx::Store& store, std::string c, std::string id) {
+  return MetaOf(store, Key{std::move(c), std::move(id)});
+}
+
+// The user fields of a stored document (empty if absent).
+inline json::object BodyOf(litetx::Store& store, const Key& key) {
+  auto raw = Raw(store, key);
+  return raw ? litetx::engine::UserFields(*raw) : json::object{};
+}
+inline json::object BodyOf(litetx::Store& store, std::string c, std::string id) {
+  return BodyOf(store, Key{std::move(c), std::move(id)});
+}
+
+// Every document of `collection`, in scan order.
+inline std::vector<std::pair<std::string, StoredDocument>> ScanAll(litetx::Store& store,
+                                                                   std::string_view collection,
+                                                                   std::size_t page = 16) {
+  std::vector<std::pair<std::string, StoredDocument>> out;
+  std::string cursor;
+  for (int guard = 0; guard < 100000; ++guard) {
+    auto p = store.Scan(collection, cursor, page);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) break;
+    for (auto& d : p->documents) out.push_back(std::move(d));
+    if (p->next_cursor.empty()) break;
+    cursor = p->next_cursor;
+  }
+  return out;
+}
+
+// Every document of the given collections plus the transaction records, with revisions: two
+// equal dumps mean nothing was written in between (revisions change on every write).
+using Dump = std::map<Key, StoredDocument>;
+inline Dump DumpStore(litetx::Store& store, const std::vector<std::string>& collections) {
+  Dump d;
+  std::vector<std::string> all = collections;
+  all.emplace_back(litetx::kTransactionsCollection);
+  for (const auto& c : all) {
+    for (auto& [id, doc] : ScanAll(store, c)) d[Key{c, id}] = std::move(doc);
+  }
+  return d;
+}
+inline bool SameDump(const Dump& a, const Dump& b) {
+  if (a.size() != b.size()) return false;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    if (ia->first != ib->first || ia->second.revision != ib->second.revision ||
+        ia->second.value != ib->second.value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+inline std::size_t RecordCount(litetx::Store& store) {
+  return ScanAll(store, litetx::kTransactionsCollection).size();
+}
+
+// Asserts the quiescent invariants: no document of `collections` is held by a transaction or
+// carries a pending delete, and no transaction record is left.
+inline void ExpectClean(litetx::Store& store, const std::vector<std::string>& collections) {
+  for (const auto& c : collections) {
+    for (const auto& [id, doc] : ScanAll(store, c)) {
+      auto m = litetx::engine::DecodeMeta(doc.value);
+      ASSERT_TRUE(m.ok()) << c << "/" << id << ": " << m.status().ToString();
+      EXPECT_EQ(m->txn, "") << c << "/" << id << " still carries a transaction reference";
+      EXPECT_FALSE(m->deleting) << c << "/" << id << " still carries the deleting flag";
+    }
+  }
+  EXPECT_EQ(RecordCount(store), 0u) << "transaction records left behind";
+}
+
+// Writes a document with hand-made metadata straight into `store`, replacing what is there.
+inline void PutRaw(litetx::Store& store, const Key& key, const json::object& stored) {
+  auto g = store.Get(key);
+  ASSERT_TRUE(g.ok());
+  if (g->has_value()) {
+    ASSERT_TRUE(store.Replace(key, (*g)->revision, stored).ok());
+  } else {
+    ASSERT_TRUE(store.Create(key, stored).ok());
+  }
+}
+inline void PutMeta(litetx::Store& store, const Key& key, json::object body,
+                    const litetx::engine::Meta& meta) {
+  PutRaw(store, key, litetx::engine::MakeStored(std::move(body), meta));
+}
+inline litetx::engine::Meta LiveMeta(std::uint64_t version, std::uint32_t schema = 1) {
+  litetx::engine::Meta m;
+  m.version = version;
+  m.schema_version = schema;
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Images
+
+// The comparable content of a ReadResult: state, version, schema version, user fields.
+struct Image {
+  litetx::DocumentState state = litetx::DocumentState::kNotFound;
+  std::uint64_t version = 0;
+  std::uint32_t schema_version = 0;
+  json::object doc;
+
+  friend bool operator==(const Image& a, const Image& b) {
+    return a.state == b.state && a.version == b.version && a.schema_version == b.schema_version &&
+           a.doc == b.doc;
+  }
+  friend void PrintTo(const Image& i, std::ostream* os) {
+    *os << litetx::DocumentStateName(i.state) << " v" << i.version << " sv" << i.schema_version
+        << " " << json::serialize(i.doc);
+  }
+};
+inline std::ostream& operator<<(std::ostream& os, const Image& i) {
+  PrintTo(i, &os);
+  return os;
+}
+
+inline Image ImageOf(const litetx::ReadResult& r) {
+  return Image{r.state, r.version, r.schema_version, r.doc};
+}
+inline Image Found(std::uint64_t v, json::object doc, std::uint32_t sv = 1) {
+  return Image{litetx::DocumentState::kFound, v, sv, std::move(doc)};
+}
+inline Image DeletedImage(std::uint64_t v) {
+  return Image{litetx::DocumentState::kDeleted, v, 0, {}};
+}
+inline Image NotFoundImage() { return Image{}; }
+
+// Reads through `db` and returns the image; a test failure (and a not-found image) if the
+// read fails.
+inline Image ReadImage(litetx::Database& db, std::string_view c, std::string_view id,
+                       litetx::Isolation iso = litetx::Isolation::kReadCommitted) {
+  auto r = db.Read(c, id, litetx::ReadOptions{iso});
+  EXPECT_TRUE(r.ok()) << c << "/" << id << ": " << r.status().ToString();
+  return r.ok() ? ImageOf(*r) : Image{};
+}
+
+// ---------------------------------------------------------------------------------------------
+// World: the usual test set-up.
+
+struct World {
+  std::shared_ptr<litetx::ManualClock> clock = std::make_shared<litetx::ManualClock>();
+  std::shared_ptr<litetx::MemoryStore> mem = std::make_shared<litetx::MemoryStore>();
+
+  litetx::Options Opts() const {
+    litetx::Options o;
+    o.clock = clock;
+    o.busy_timeout = 50ms;
+    return o;
+  }
+  // A database straight on the memory store (for seeding and for checking).
+  std::unique_ptr<litetx::Database> Direct() const {
+    return std::make_unique<litetx::Database>(mem, Opts());
+  }
+};
+
+// Commits `txn` and requires it to succeed.
+inline litetx::CommitInfo MustCommit(litetx::Database& db, const litetx::Transaction& txn) {
+  auto r = db.Commit(txn);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : litetx::CommitInfo{};
+}
+
+}  // namespace ltxtest
