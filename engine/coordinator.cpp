@@ -8,6 +8,7 @@
 
 #include "engine/meta.h"
 #include "engine/record.h"
+#include "engine/repair.h"
 #include "engine/validate.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
@@ -53,7 +54,8 @@ class CommitRun {
   Status CommitPoint();
   void Finish();
   bool FinishOne(Slot& slot);
-  void EraseRecord(Retry& retry);
+  Status KeepLease();
+  void MarkDone(TxnState state, Retry& retry);
   Status Rollback(Status reason);
   bool MarkAborted(Retry& retry);
   bool ReverseOne(Slot& slot, Retry& retry);
@@ -133,7 +135,9 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   for (;;) {
     if (Status st = PrepareSlot(slot); !st.ok()) return st;
     const Key& key = slot.action->key;
-    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.final);
+    json::object final = slot.prep.final;
+    StampTombstoneTime(final, env_.clock.NowMillis());
+    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, final);
     if (w.ok()) return Info();
     switch (w.code()) {
       case Code::kConflict:  // changed since the read: read again (preconditions re-checked)
@@ -170,7 +174,10 @@ Status CommitRun::WriteRecord() {
   record_.created_ms = env_.clock.NowMillis();
   record_.gc_at_ms = record_.created_ms + env_.options.lease.count();
   for (const Slot& s : slots_) {
-    if (s.is_write()) record_.actions.push_back(s.prep.work);
+    if (!s.is_write()) continue;
+    record_.actions.push_back(s.prep.work);
+    record_.actions.back().existed = s.existed;
+    record_.actions.back().read_revision = s.read_revision;
   }
   json::object value = EncodeRecord(record_);
   std::size_t bytes = json::serialize(value).size();
@@ -205,8 +212,46 @@ Status CommitRun::WriteRecord() {
   }
 }
 
+Status CommitRun::KeepLease() {
+  const std::int64_t now = env_.clock.NowMillis();
+  const std::int64_t lease = env_.options.lease.count();
+  if (now + lease / 2 < record_.gc_at_ms) return Status::Ok();
+  // Past half the lease: push the GC timestamp out so no collector takes a live transaction.
+  TxnRecord extended = record_;
+  extended.gc_at_ms = now + lease;
+  json::object value = EncodeRecord(extended);
+  Retry retry = ForwardRetry();
+  for (;;) {
+    auto r = env_.store.Replace(record_key_, record_revision_, value);
+    if (r.ok()) {
+      record_revision_ = *r;
+      record_ = std::move(extended);
+      return Status::Ok();
+    }
+    if (r.code() != Code::kUnavailable && r.code() != Code::kConflict && r.code() != Code::kUnknown) {
+      return r.status();
+    }
+    auto g = GetWithRetry(env_, record_key_);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
+    auto rec = DecodeRecord((*g)->value);
+    if (!rec.ok()) return Status::Corruption("own record: " + rec.status().message());
+    if (rec->state != TxnState::kPending) {
+      return Status::Aborted("transaction " + id_ + " was rolled back by a collector (" +
+                             rec->aborted_by + ")");
+    }
+    record_revision_ = (*g)->revision;
+    if (rec->gc_at_ms == extended.gc_at_ms) {  // our lost-reply write landed
+      record_ = std::move(extended);
+      return Status::Ok();
+    }
+    if (!retry.Next()) return Status::Unavailable("could not extend the transaction's lease");
+  }
+}
+
 Status CommitRun::ApplyOne(Slot& slot) {
   const Key& key = slot.action->key;
+  if (Status s = KeepLease(); !s.ok()) return s;
   Retry retry = ForwardRetry();
   for (;;) {
     slot.sent = true;
@@ -310,13 +355,14 @@ void CommitRun::Finish() {
     return;
   }
   Retry retry = ForwardRetry();
-  EraseRecord(retry);
+  MarkDone(TxnState::kCommitted, retry);
 }
 
 bool CommitRun::FinishOne(Slot& slot) {
   const Key& key = slot.action->key;
   Retry retry = ForwardRetry();
   json::object final = slot.prep.final;
+  StampTombstoneTime(final, env_.clock.NowMillis());
   Revision rev = slot.held_revision;
   for (;;) {
     auto r = env_.store.Replace(key, rev, final);
@@ -332,6 +378,7 @@ bool CommitRun::FinishOne(Slot& slot) {
         }
         if (m->txn != id_) return true;  // finished (by us or by a collector)
         final = Finished((*g)->value, *m);
+        StampTombstoneTime(final, env_.clock.NowMillis());
         rev = (*g)->revision;
       }
     } else if (r.code() != Code::kUnavailable) {
@@ -342,19 +389,25 @@ bool CommitRun::FinishOne(Slot& slot) {
   }
 }
 
-void CommitRun::EraseRecord(Retry& retry) {
+void CommitRun::MarkDone(TxnState state, Retry& retry) {
+  TxnRecord settled = record_;
+  settled.state = state;
+  json::object value = EncodeRecord(OutcomeMarker(settled, env_.clock.NowMillis()));
   for (;;) {
-    Status s = env_.store.Erase(record_key_, record_revision_);
-    if (s.ok()) return;
+    auto r = env_.store.Replace(record_key_, record_revision_, value);
+    if (r.ok()) return;
+    Status s = r.status();
     if (s.code() == Code::kConflict || s.code() == Code::kUnknown) {
       auto g = GetWithRetry(env_, record_key_);
-      if (g.ok() && !g->has_value()) return;  // gone: erased by us or by a collector
-      if (g.ok() && s.code() == Code::kConflict) {
+      if (g.ok() && !g->has_value()) return;  // purged already
+      if (g.ok()) {
+        auto rec = DecodeRecord((*g)->value);
+        if (rec.ok() && rec->done) return;  // marked: by us (lost reply) or by a collector
         record_revision_ = (*g)->revision;
       }
     }
     if (!retry.Next()) {
-      env_.log.warn("txn {}: could not erase its record ({}); left for the collector", id_,
+      env_.log.warn("txn {}: could not mark its record done ({}); left for the collector", id_,
                     s.ToString());
       return;
     }
@@ -370,7 +423,7 @@ Status CommitRun::Rollback(Status reason) {
     if (it->is_write() && it->sent) all = ReverseOne(*it, retry) && all;
   }
   if (all) {
-    EraseRecord(retry);
+    MarkDone(TxnState::kAborted, retry);
   } else {
     env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
   }
@@ -380,6 +433,7 @@ Status CommitRun::Rollback(Status reason) {
 bool CommitRun::MarkAborted(Retry& retry) {
   TxnRecord aborted = record_;
   aborted.state = TxnState::kAborted;
+  aborted.aborted_by = "coordinator";
   json::object value = EncodeRecord(aborted);
   for (;;) {
     auto r = env_.store.Replace(record_key_, record_revision_, value);
@@ -398,6 +452,7 @@ bool CommitRun::MarkAborted(Retry& retry) {
           return false;
         }
         record_revision_ = (*g)->revision;
+        if (rec->done) return rec->state == TxnState::kAborted;  // a collector finished it
         if (rec->state == TxnState::kAborted) return true;
         if (rec->state == TxnState::kCommitted) {
           env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
@@ -438,7 +493,9 @@ bool CommitRun::ReverseOne(Slot& slot, Retry& retry) {
       return false;
     }
     if (m->txn != id_) return true;  // not ours (never landed, or already reversed)
-    auto r = env_.store.Replace(key, cur->revision, Reversed(cur->value, *m, slot.prep.work));
+    json::object reversed = Reversed(cur->value, *m, slot.prep.work);
+    StampTombstoneTime(reversed, env_.clock.NowMillis());
+    auto r = env_.store.Replace(key, cur->revision, reversed);
     cur.reset();
     if (r.ok()) return true;
     if (r.code() == Code::kConflict) continue;  // changed under us: look again
@@ -473,8 +530,11 @@ std::string Coordinator::NewTxnId() {
 
 Result<CommitInfo> Coordinator::Commit(const Transaction& txn) {
   if (Status s = ValidateTransaction(txn, env_.options); !s.ok()) return s;
-  CommitRun run(env_, NewTxnId());
-  return run.Execute(txn);
+  std::string id = NewTxnId();
+  CommitRun run(env_, id);
+  auto r = run.Execute(txn);
+  if (!r.ok()) return r.status().WithTxnId(std::move(id));
+  return r;
 }
 
 }  // namespace litetx::engine

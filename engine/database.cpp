@@ -5,6 +5,7 @@
 
 #include "engine/coordinator.h"
 #include "engine/reads.h"
+#include "engine/record.h"
 
 namespace litetx {
 
@@ -39,6 +40,32 @@ Result<ReadResult> Database::Read(std::string_view collection, std::string_view 
   engine::Env env{*store_, options_, *options_.clock, *options_.logger};
   return engine::ReadDocument(env, Key{std::string(collection), std::string(id)},
                               options.isolation);
+}
+
+const char* TxnOutcomeName(TxnOutcome outcome) {
+  switch (outcome) {
+    case TxnOutcome::kPending: return "pending";
+    case TxnOutcome::kCommitted: return "committed";
+    case TxnOutcome::kAborted: return "aborted";
+    case TxnOutcome::kNotFound: return "not_found";
+  }
+  return "?";
+}
+
+Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
+  if (Status s = ValidateId(txn_id); !s.ok()) return s;
+  engine::Env env{*store_, options_, *options_.clock, *options_.logger};
+  auto g = engine::GetWithRetry(env, Key{std::string(kTransactionsCollection), std::string(txn_id)});
+  if (!g.ok()) return g.status();
+  if (!g->has_value()) return TxnOutcome::kNotFound;
+  auto rec = engine::DecodeRecord((*g)->value);
+  if (!rec.ok()) return Status::Corruption("record of " + std::string(txn_id) + ": " + rec.status().message());
+  switch (rec->state) {
+    case engine::TxnState::kPending: return TxnOutcome::kPending;
+    case engine::TxnState::kCommitted: return TxnOutcome::kCommitted;
+    case engine::TxnState::kAborted: break;
+  }
+  return TxnOutcome::kAborted;
 }
 
 }  // namespace litetx

@@ -53,6 +53,11 @@ Result<Meta> DecodeMeta(const json::object& stored) {
       !ReadString(m, "lw", meta.last_writer)) {
     return Status::Corruption("metadata field has the wrong type");
   }
+  if (const json::value* at = m.if_contains("at")) {
+    auto at_ms = json::try_value_to<std::int64_t>(*at);
+    if (!at_ms) return Status::Corruption("metadata at is not an integer");
+    meta.at_ms = *at_ms;
+  }
   if (meta.deleted && meta.gone) return Status::Corruption("metadata is both deleted and gone");
   return meta;
 }
@@ -66,7 +71,15 @@ void EncodeMeta(json::object& stored, const Meta& meta) {
   if (meta.deleted) m["del"] = true;
   if (meta.gone) m["gone"] = true;
   if (!meta.last_writer.empty()) m["lw"] = meta.last_writer;
+  if (meta.at_ms != 0) m["at"] = meta.at_ms;
   stored[kMetaField] = std::move(m);
+}
+
+void StampTombstoneTime(json::object& stored, std::int64_t now_ms) {
+  json::value* mv = stored.if_contains(kMetaField);
+  if (mv == nullptr || !mv->is_object()) return;
+  json::object& m = mv->get_object();
+  if (m.contains("del") || m.contains("gone")) m["at"] = now_ms;
 }
 
 json::object UserFields(const json::object& stored) {

@@ -2,7 +2,7 @@
 //
 // Stored form: {"_ltx": {"v": version, "sv": schema version, "tx": holding txn id,
 //               "dlg": deleting flag, "del": deleted flag, "gone": placeholder flag,
-//               "lw": last writing txn id}, ...user fields}
+//               "lw": last writing txn id, "at": ms when deleted/gone}, ...user fields}
 // Absent flags are false; an absent "tx" means no transaction holds the document.
 // A "gone" document is a placeholder left by a rolled-back insert: it reads as not found but
 // keeps the version counter going so versions never decrease.
@@ -25,12 +25,17 @@ struct Meta {
   bool deleted = false;     // tombstone
   bool gone = false;        // placeholder of a rolled-back insert
   std::string last_writer;  // id of the transaction that wrote this revision
+  std::int64_t at_ms = 0;   // deleted / gone: when it became so (ms since epoch; 0 unknown)
 
   bool live() const { return !deleted && !gone; }
 };
 
 // Decodes the metadata of a stored document; kCorruption if "_ltx" is missing or malformed.
 Result<Meta> DecodeMeta(const boost::json::object& stored);
+
+// If `stored` is a tombstone or a placeholder ("del" or "gone"), records `now_ms` as the time
+// it became one ("at"); the collector purges it once the tombstone retention has passed.
+void StampTombstoneTime(boost::json::object& stored, std::int64_t now_ms);
 
 // Writes `meta` into `stored["_ltx"]`, replacing what was there.
 void EncodeMeta(boost::json::object& stored, const Meta& meta);

@@ -12,6 +12,7 @@ ReadResult RawImage(const boost::json::object& stored, const Meta& meta) {
   ReadResult r;
   r.txn = meta.txn;
   r.deleting = meta.deleting;
+  r.last_writer = meta.last_writer;
   if (meta.gone) return r;
   r.version = meta.version;
   if (meta.deleted) {

@@ -86,6 +86,12 @@ Result<WorkAction> DecodeAction(const json::value& v) {
       !ReadStringArray(o, "unset", a.unset) || !ReadStringArray(o, "remove", a.remove)) {
     return bad("fields/restore/unset/remove have the wrong type");
   }
+  if (const json::value* rev = o.if_contains("rev")) {
+    auto rev_n = json::try_value_to<std::uint64_t>(*rev);
+    if (!rev_n) return bad("rev is not an unsigned integer");
+    a.existed = true;
+    a.read_revision = *rev_n;
+  }
   return a;
 }
 
@@ -112,6 +118,11 @@ json::object EncodeRecord(const TxnRecord& r) {
   o["state"] = TxnStateName(r.state);
   o["created"] = r.created_ms;
   o["gc_at"] = r.gc_at_ms;
+  if (!r.aborted_by.empty()) o["by"] = r.aborted_by;
+  if (r.done) {
+    o["done"] = true;
+    o["done_at"] = r.done_at_ms;
+  }
   json::array actions;
   actions.reserve(r.actions.size());
   for (const auto& a : r.actions) {
@@ -127,6 +138,7 @@ json::object EncodeRecord(const TxnRecord& r) {
     if (a.schema_version) e["sv"] = *a.schema_version;
     if (!a.restore.empty()) e["restore"] = a.restore;
     if (!a.remove.empty()) e["remove"] = StringArray(a.remove);
+    if (a.existed) e["rev"] = a.read_revision;
     actions.emplace_back(std::move(e));
   }
   o["actions"] = std::move(actions);
@@ -150,6 +162,18 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
   if (!c || !g) return Status::Corruption("record timestamps are not integers");
   r.created_ms = *c;
   r.gc_at_ms = *g;
+  if (const json::value* by = o.if_contains("by")) {
+    if (!by->is_string()) return Status::Corruption("record field by is not a string");
+    r.aborted_by = std::string(by->get_string());
+  }
+  if (const json::value* done = o.if_contains("done")) {
+    const json::value* done_at = o.if_contains("done_at");
+    if (!done->is_bool() || done_at == nullptr) return Status::Corruption("record done marker is malformed");
+    auto t = json::try_value_to<std::int64_t>(*done_at);
+    if (!t) return Status::Corruption("record done_at is not an integer");
+    r.done = done->get_bool();
+    r.done_at_ms = *t;
+  }
   const json::value* actions = o.if_contains("actions");
   if (actions == nullptr || !actions->is_array()) return Status::Corruption("record has no actions");
   for (const auto& v : actions->get_array()) {

@@ -2,7 +2,8 @@
 //
 // Stored in collection kTransactionsCollection under the transaction's id:
 //   {"state": "pending" | "committed" | "aborted",
-//    "created": ms since epoch, "gc_at": ms since epoch (created + lease),
+//    "created": ms since epoch, "gc_at": ms since epoch (created + lease, extended while the
+//    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
 //    "actions": [WorkAction...]}
 // Each WorkAction is one write action with its reversing data:
 //   {"op": "insert"|"update"|"adjust"|"delete", "c": collection, "id": id,
@@ -12,7 +13,8 @@
 //    "unset": [...]    update: fields removed
 //    "sv": n           insert / update: schema version written (absent: unchanged)
 //    "restore": {...}  update / adjust: prior values of every touched field that existed
-//    "remove": [...]}  update: touched fields that did not exist before
+//    "remove": [...]   update: touched fields that did not exist before
+//    "rev": n}         store revision read before the transaction (absent: no document)
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include <boost/json/object.hpp>
 
 #include "litetx/status.h"
+#include "litetx/store.h"
 #include "litetx/transaction.h"
 
 namespace litetx::engine {
@@ -40,6 +43,11 @@ struct WorkAction {
   std::optional<std::uint32_t> schema_version;
   boost::json::object restore;
   std::vector<std::string> remove;
+  // The store revision the coordinator read before the transaction ("rev"; absent if the
+  // document did not exist). A collector reversing the transaction fences a document still at
+  // this revision so that a late apply write of a paused coordinator fails its CAS.
+  bool existed = false;
+  Revision read_revision = 0;
 };
 
 enum class TxnState : std::uint8_t { kPending, kCommitted, kAborted };
@@ -49,6 +57,12 @@ struct TxnRecord {
   TxnState state = TxnState::kPending;
   std::int64_t created_ms = 0;
   std::int64_t gc_at_ms = 0;
+  // Who moved a pending record to aborted: "coordinator" or a collector's name.
+  std::string aborted_by;
+  // An outcome marker: the transaction is over (every document finished or reversed); kept
+  // for the outcome retention so Database::Outcome can answer, with no actions.
+  bool done = false;
+  std::int64_t done_at_ms = 0;
   std::vector<WorkAction> actions;
 
   // The action on `key`, or nullptr.

@@ -222,12 +222,14 @@ ReadResult CommittedImage(const json::object& stored, const Meta& meta) {
     r.state = DocumentState::kDeleted;
     // A committed delete not yet turned into a tombstone reads as the tombstone will.
     r.version = meta.deleted ? meta.version : meta.version + 1;
+    r.last_writer = meta.last_writer;
     return r;
   }
   r.state = DocumentState::kFound;
   r.version = meta.version;
   r.schema_version = meta.schema_version;
   r.doc = UserFields(stored);
+  r.last_writer = meta.last_writer;
   return r;
 }
 

@@ -269,9 +269,10 @@ TEST_F(FaultTest, FailuresAfterTheCommitPointStillCommit) {
   EXPECT_EQ(rec->at("state"), "committed");
 }
 
-TEST_F(FaultTest, RecordEraseFailureStillCommits) {
+TEST_F(FaultTest, OutcomeMarkerFailureStillCommits) {
   hook->before = CaptureTxn([](const Call& c) -> std::optional<Status> {
-    if (c.op == Op::kErase && c.on_record()) return Status::Unavailable("injected");
+    // Record writes: create, commit flip, then the outcome marker (the third).
+    if (c.is_marker()) return Status::Unavailable("injected");
     return std::nullopt;
   });
   ASSERT_TRUE(db.Commit(transfer).ok());
@@ -284,7 +285,7 @@ TEST_F(FaultTest, RecordEraseFailureStillCommits) {
 TEST_F(FaultTest, LostFinishAndEraseRepliesAreHarmless) {
   hook->after = [](const Call& c, const Status& s) -> std::optional<Status> {
     bool finish = c.op == Op::kReplace && !c.on_record() && c.nth == 2;
-    bool erase = c.op == Op::kErase && c.on_record();
+    bool erase = c.is_marker();
     if (s.ok() && (finish || erase)) return Status::Unknown("reply lost");
     return std::nullopt;
   };

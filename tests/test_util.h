@@ -76,8 +76,16 @@ struct Call {
     const json::value* s = value->if_contains("state");
     return s != nullptr && s->is_string() ? std::string(s->get_string()) : "";
   }
-  bool is_commit_point() const { return op == Op::kReplace && record_state() == "committed"; }
-  bool is_abort_flip() const { return op == Op::kReplace && record_state() == "aborted"; }
+  // An outcome marker write: the record replaced by {"done": true, ...}.
+  bool is_marker() const {
+    return on_record() && value != nullptr && value->if_contains("done") != nullptr;
+  }
+  bool is_commit_point() const {
+    return op == Op::kReplace && record_state() == "committed" && !is_marker();
+  }
+  bool is_abort_flip() const {
+    return op == Op::kReplace && record_state() == "aborted" && !is_marker();
+  }
 };
 
 // A ForwardingStore with two hooks:
@@ -269,8 +277,18 @@ inline bool SameDump(const Dump& a, const Dump& b) {
   return true;
 }
 
+// ActiveTransaction documents still in play (outcome markers — "done" — not counted).
 inline std::size_t RecordCount(litetx::Store& store) {
-  return ScanAll(store, litetx::kTransactionsCollection).size();
+  std::size_t n = 0;
+  for (const auto& [id, doc] : ScanAll(store, litetx::kTransactionsCollection)) {
+    const json::value* done = doc.value.if_contains("done");
+    if (done == nullptr || !done->is_bool() || !done->get_bool()) ++n;
+  }
+  return n;
+}
+// Outcome markers: records of transactions that are over, kept for Database::Outcome.
+inline std::size_t MarkerCount(litetx::Store& store) {
+  return ScanAll(store, litetx::kTransactionsCollection).size() - RecordCount(store);
 }
 
 // Asserts the quiescent invariants: no document of `collections` is held by a transaction or

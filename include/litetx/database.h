@@ -34,6 +34,16 @@ struct CommitInfo {
   std::vector<std::uint64_t> versions;
 };
 
+// What became of a transaction, as its ActiveTransaction document (or outcome marker) says.
+enum class TxnOutcome : std::uint8_t {
+  kPending,    // still running, or abandoned and not yet settled by a collector
+  kCommitted,  // committed (documents may still be being finished)
+  kAborted,    // rolled back, or being rolled back
+  kNotFound,   // no record: never written (e.g. a one-action commit, which needs none),
+               // or its outcome marker was purged after CollectorOptions::outcome_retention
+};
+const char* TxnOutcomeName(TxnOutcome outcome);
+
 class Database {
  public:
   // REQUIRES: store != nullptr.
@@ -66,6 +76,11 @@ class Database {
   // state could not be resolved in time) or kCorruption.
   Result<ReadResult> Read(std::string_view collection, std::string_view id,
                           const ReadOptions& options = {});
+
+  // The outcome of the transaction `txn_id` (CommitInfo::txn_id, or Status::txn_id() of a
+  // failed commit — the way to settle a kUnknown). Returns it, or kInvalidArgument (bad id),
+  // kUnavailable, kCorruption (the record cannot be decoded).
+  Result<TxnOutcome> Outcome(std::string_view txn_id);
 
   Store& store() { return *store_; }
   const Options& options() const { return options_; }

@@ -46,6 +46,10 @@ struct ReadResult {
   // if none) and whether that transaction is deleting it.
   std::string txn;
   bool deleting = false;
+  // kFound / kDeleted: the id of the transaction that wrote this version (empty if unknown, or
+  // after a rollback). A caller told kUnknown by a one-action commit compares it with
+  // CommitInfo-less knowledge of its transaction id (Status::txn_id()).
+  std::string last_writer;
 };
 
 // OK, or kInvalidArgument naming the problem: empty, longer than kMaxCollectionBytes, not

@@ -7,6 +7,8 @@
 #include "litetx/document.h"
 #include "litetx/forwarding_store.h"
 #include "litetx/memory_store.h"
+#include "litetx/collector.h"
+#include "litetx/fault_injecting_store.h"
 #include "litetx/options.h"
 #include "litetx/status.h"
 #include "litetx/store.h"

@@ -82,6 +82,15 @@ class [[nodiscard]] Status {
     return std::move(*this);
   }
 
+  // The id of the transaction a failed commit ran as (empty if it failed before getting one).
+  // For kUnknown, Database::Outcome(txn_id) — or, for a one-action commit, the document's
+  // ReadResult::last_writer — tells later whether it committed.
+  const std::string& txn_id() const { return txn_id_; }
+  Status&& WithTxnId(std::string id) && {
+    txn_id_ = std::move(id);
+    return std::move(*this);
+  }
+
   // True for kConflict, kBusy and kAborted: run the whole transaction again.
   bool IsRetryableTransaction() const {
     return code_ == Code::kConflict || code_ == Code::kBusy || code_ == Code::kAborted;
@@ -96,6 +105,7 @@ class [[nodiscard]] Status {
   Code code_ = Code::kOk;
   std::string message_;
   std::optional<std::uint64_t> current_version_;
+  std::string txn_id_;
 };
 
 // A value or a non-OK Status.

@@ -1,0 +1,156 @@
+#include "engine/repair.h"
+
+#include "engine/meta.h"
+#include "engine/worklist.h"
+#include "litetx/document.h"
+
+namespace litetx::engine {
+namespace json = boost::json;
+
+namespace {
+
+std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+bool Stale(const TxnRecord& r, const RepairPolicy& p) {
+  if (p.now_ms >= r.gc_at_ms) return true;
+  return p.older_than_ms > 0 && p.now_ms - r.created_ms >= p.older_than_ms;
+}
+
+// Retries a store write that failed transiently or ambiguously; false once attempts run out.
+bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; }
+
+}  // namespace
+
+TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms) {
+  TxnRecord m;
+  m.state = record.state;
+  m.created_ms = record.created_ms;
+  m.gc_at_ms = record.gc_at_ms;
+  m.aborted_by = record.aborted_by;
+  m.done = true;
+  m.done_at_ms = now_ms;
+  return m;
+}
+
+Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
+                      std::int64_t now_ms) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto g = GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return Status::Ok();
+    auto meta = DecodeMeta((*g)->value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    if (meta->txn != txn_id) return Status::Ok();
+    json::object final = Finished((*g)->value, *meta);
+    StampTombstoneTime(final, now_ms);
+    auto r = env.store.Replace(key, (*g)->revision, final);
+    if (r.ok() || r.code() == Code::kConflict) continue;  // look again: done, or changed
+    if (Transient(r.code()) && retry.Next()) continue;
+    return Status::Unavailable("finishing " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
+Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
+                       std::int64_t now_ms) {
+  const Key& key = work.key;
+  Retry retry(env, env.options.max_attempts);
+  bool fenced = false;
+  for (;;) {
+    auto g = GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    Result<Revision> r = Revision{0};
+    if (!g->has_value()) {
+      if (work.existed || fenced) return Status::Ok();  // a late Replace cannot land on nothing
+      // The coordinator would Create it: take the key first with a "gone" placeholder.
+      Meta m;
+      m.gone = true;
+      m.version = work.prior_version;
+      m.schema_version = work.prior_schema;
+      m.at_ms = now_ms;
+      r = env.store.Create(key, MakeStored(json::object{}, m));
+      if (r.ok()) fenced = true;
+    } else {
+      auto meta = DecodeMeta((*g)->value);
+      if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+      if (meta->txn == txn_id) {
+        json::object reversed = Reversed((*g)->value, *meta, work);
+        StampTombstoneTime(reversed, now_ms);
+        r = env.store.Replace(key, (*g)->revision, reversed);
+      } else if (work.existed && (*g)->revision == work.read_revision && !fenced) {
+        // Still as the coordinator read it: rewrite it unchanged so its revision moves on.
+        r = env.store.Replace(key, (*g)->revision, (*g)->value);
+        if (r.ok()) fenced = true;
+      } else {
+        return Status::Ok();  // reversed already, or never written and already fenced
+      }
+    }
+    if (r.ok() || r.code() == Code::kConflict) continue;  // look again
+    if (Transient(r.code()) && retry.Next()) continue;
+    return Status::Unavailable("reversing " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
+Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
+                                        std::optional<StoredDocument> stored,
+                                        const RepairPolicy& policy) {
+  const Key record_key{std::string(kTransactionsCollection), txn_id};
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    if (!stored) {
+      auto g = GetWithRetry(env, record_key);
+      if (!g.ok()) return g.status();
+      if (!g->has_value()) return RepairOutcome::kGone;
+      stored = std::move(*g);
+    }
+    auto rec = DecodeRecord(stored->value);
+    if (!rec.ok()) {
+      return Status::Corruption("record of transaction " + txn_id + ": " + rec.status().message());
+    }
+    TxnRecord& record = *rec;
+    const Revision rev = stored->revision;
+    stored.reset();  // from here on, any CAS failure re-reads the record
+
+    if (record.done) {
+      if (policy.now_ms - record.done_at_ms < policy.outcome_retention_ms) {
+        return RepairOutcome::kNotStale;
+      }
+      Status e = env.store.Erase(record_key, rev);
+      if (e.ok()) return RepairOutcome::kPurged;
+      if (e.code() == Code::kConflict || (Transient(e.code()) && retry.Next())) continue;
+      return e;
+    }
+    if (!Stale(record, policy)) return RepairOutcome::kNotStale;
+
+    if (record.state == TxnState::kPending) {
+      TxnRecord claimed = record;
+      claimed.state = TxnState::kAborted;
+      claimed.aborted_by = policy.claimer;
+      auto c = env.store.Replace(record_key, rev, EncodeRecord(claimed));
+      if (c.ok()) {
+        env.log.info("txn {}: claimed by {} (stale since {} ms); rolling it back", txn_id,
+                     policy.claimer, policy.now_ms - record.gc_at_ms);
+        stored = StoredDocument{EncodeRecord(claimed), *c};
+        continue;
+      }
+      if (c.code() == Code::kConflict || (Transient(c.code()) && retry.Next())) continue;
+      return c.status();
+    }
+
+    for (const WorkAction& work : record.actions) {
+      Status s = record.state == TxnState::kCommitted
+                     ? FinishDocument(env, work.key, txn_id, policy.now_ms)
+                     : ReverseDocument(env, work, txn_id, policy.now_ms);
+      if (!s.ok()) return s;
+    }
+    auto m = env.store.Replace(record_key, rev, EncodeRecord(OutcomeMarker(record, policy.now_ms)));
+    if (m.ok()) {
+      return record.state == TxnState::kCommitted ? RepairOutcome::kFinished
+                                                  : RepairOutcome::kReversed;
+    }
+    if (m.code() == Code::kConflict || (Transient(m.code()) && retry.Next())) continue;
+    return m.status();
+  }
+}
+
+}  // namespace litetx::engine
