@@ -68,6 +68,8 @@ class CommitRun {
   std::vector<Slot> slots_;
   TxnRecord record_;
   Revision record_revision_ = 0;
+  std::string claimed_by_;  // set if someone else moved the record to aborted
+  bool record_settled_ = false;  // the record is already an outcome marker (or purged)
 };
 
 Status CommitRun::PrepareSlot(Slot& slot) {
@@ -418,11 +420,18 @@ Status CommitRun::Rollback(Status reason) {
   env_.log.debug("txn {}: rolling back: {}", id_, reason.ToString());
   Retry retry(env_, 0, env_.options.rollback_timeout);
   if (!MarkAborted(retry)) return reason;
+  if (!claimed_by_.empty() && reason.code() != Code::kAborted) {
+    // A collector claimed the transaction (it ran past its lease): that, not the symptom met
+    // (a fenced document's CAS failing), is the outcome.
+    reason = Status::Aborted("transaction " + id_ + " was rolled back by " + claimed_by_ + " (" +
+                             reason.ToString() + ")");
+  }
   bool all = true;
   for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
     if (it->is_write() && it->sent) all = ReverseOne(*it, retry) && all;
   }
-  if (all) {
+  if (all && !record_settled_) {
+    // Never overwrite a marker a collector already wrote: it names who rolled us back.
     MarkDone(TxnState::kAborted, retry);
   } else {
     env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
@@ -443,7 +452,11 @@ bool CommitRun::MarkAborted(Retry& retry) {
     }
     if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
       auto g = env_.store.Get(record_key_);
-      if (g.ok() && !g->has_value()) return true;  // a collector finished the rollback
+      if (g.ok() && !g->has_value()) {  // a collector finished the rollback
+        claimed_by_ = "a collector";
+        record_settled_ = true;
+        return true;
+      }
       if (g.ok()) {
         auto rec = DecodeRecord((*g)->value);
         if (!rec.ok()) {
@@ -452,8 +465,15 @@ bool CommitRun::MarkAborted(Retry& retry) {
           return false;
         }
         record_revision_ = (*g)->revision;
-        if (rec->done) return rec->state == TxnState::kAborted;  // a collector finished it
-        if (rec->state == TxnState::kAborted) return true;
+        if (rec->state == TxnState::kAborted) {
+          // Our own flip whose reply was lost, or a collector's claim.
+          if (rec->aborted_by != "coordinator") {
+            claimed_by_ = rec->aborted_by.empty() ? "a collector" : rec->aborted_by;
+          }
+          record_settled_ = rec->done;
+          return true;
+        }
+        if (rec->done) return false;  // committed and finished
         if (rec->state == TxnState::kCommitted) {
           env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
           return false;

@@ -9,8 +9,9 @@
 //   2b. re-read every checked document (optimistic validation);
 //   3. CAS the record pending -> committed: the commit point;
 //   4. clear the references, turning deletes into tombstones;
-//   5. erase the record.
-// Failure before 3 rolls back (record -> aborted, reverse what was applied, erase the record).
+//   5. replace the record by a small outcome marker (done), which Database::Outcome reads and
+//      a collector erases after CollectorOptions::outcome_retention.
+// Failure before 3 rolls back (record -> aborted, reverse what was applied, outcome marker).
 // A single action without checks skips all of it: one CAS writes the final document.
 //
 // Thread safety: Commit may run on many threads at once; each call has its own state.

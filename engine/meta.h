@@ -4,8 +4,9 @@
 //               "dlg": deleting flag, "del": deleted flag, "gone": placeholder flag,
 //               "lw": last writing txn id, "at": ms when deleted/gone}, ...user fields}
 // Absent flags are false; an absent "tx" means no transaction holds the document.
-// A "gone" document is a placeholder left by a rolled-back insert: it reads as not found but
-// keeps the version counter going so versions never decrease.
+// A "gone" document is a placeholder left by a rolled-back insert, or a fence a collector puts
+// on an absent key so that a late insert of a reversed coordinator fails its CAS: it reads as
+// not found but keeps the version counter going so versions never decrease.
 #pragma once
 
 #include <cstdint>

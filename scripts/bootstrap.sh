@@ -9,6 +9,8 @@ packages=(
   libspdlog-dev           # logging (uses the external fmt 9)
   libgtest-dev            # unit tests
   librapidcheck-dev       # property tests
+  liblmdb-dev             # the LMDB store (durable embedded backend)
+  libcli11-dev            # command-line parsing of the tools
 )
 
 missing=()

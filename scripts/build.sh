@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+long=OFF
+[[ "${LITETX_LONG:-0}" == 1 ]] && long=ON
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLITETX_LONG_TESTS="$long" >/dev/null
 cmake --build build -j"$(nproc 2>/dev/null || echo 2)"

@@ -96,7 +96,7 @@ Result<std::optional<StoredDocument>> FaultInjectingStore::Get(const Key& key) {
 Result<ScanPage> FaultInjectingStore::Scan(std::string_view collection, std::string_view cursor,
                                            std::size_t limit) {
   ThrowIfCrashed();
-  Key key;  // Scan has no key: the rule sees an empty one
+  Key key{std::string(collection), ""};  // Scan has no document: the rule sees {collection, ""}
   Fault f = Decide(StoreOp::kScan, key);
   Delay();
   if (f == Fault::kTransient) {
@@ -113,7 +113,10 @@ Result<Revision> FaultInjectingStore::Create(const Key& key, const boost::json::
   Delay();
   if (f == Fault::kTransient) return TransientStatus(StoreOp::kCreate, key);
   auto r = target().Create(key, value);
-  if (!r.ok()) return r;  // nothing landed: the target's error goes back unchanged
+  if (!r.ok()) {  // nothing landed: the target's error goes back unchanged
+    ThrowIfCrashed();
+    return r;
+  }
   if (f == Fault::kLostReply) Increment(mu_, lost_);
   Landed();
   ThrowIfCrashed();
@@ -128,7 +131,10 @@ Result<Revision> FaultInjectingStore::Replace(const Key& key, Revision expected,
   Delay();
   if (f == Fault::kTransient) return TransientStatus(StoreOp::kReplace, key);
   auto r = target().Replace(key, expected, value);
-  if (!r.ok()) return r;
+  if (!r.ok()) {
+    ThrowIfCrashed();
+    return r;
+  }
   if (f == Fault::kLostReply) Increment(mu_, lost_);
   Landed();
   ThrowIfCrashed();
@@ -142,7 +148,10 @@ Status FaultInjectingStore::Erase(const Key& key, Revision expected) {
   Delay();
   if (f == Fault::kTransient) return TransientStatus(StoreOp::kErase, key);
   Status s = target().Erase(key, expected);
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    ThrowIfCrashed();
+    return s;
+  }
   if (f == Fault::kLostReply) Increment(mu_, lost_);
   Landed();
   ThrowIfCrashed();

@@ -268,7 +268,7 @@ TEST(FaultInjectingStoreTest, RuleSelectsExactlyOneCallByIndexOpAndKey) {
   EXPECT_EQ(seen[3].op, StoreOp::kReplace);
   EXPECT_EQ(seen[5].op, StoreOp::kGet);
   EXPECT_EQ(seen[6].op, StoreOp::kScan);
-  EXPECT_EQ(seen[6].key, Key{}) << "a scan has no key";
+  EXPECT_EQ(seen[6].key, (Key{"c", ""})) << "a scan names its collection and no id";
 }
 
 TEST(FaultInjectingStoreTest, RuleOverridesProbabilities) {

@@ -40,21 +40,22 @@
 namespace litetx {
 
 struct CollectorOptions {
-  // Engine options: logger, clock, retry backoff, attempts. Use the same lease as the
-  // Databases writing to the store.
+  // Engine options: logger, clock, retry backoff, attempts. The lease is not used: staleness
+  // comes from each record's own GC timestamp (written by its coordinator).
   Options engine;
   // Pause between two runs of the background thread.
   std::chrono::milliseconds interval{1'000};
   // Treat a pending transaction as stale once it is older than this, even if its GC timestamp
   // (start + lease) has not passed. Zero: only the GC timestamp counts. The CLI's
-  // `gc --older-than 0s` uses it after a crash test, when no coordinator is alive.
+  // `gc --older-than 0s` maps to 1 ms (everything is stale), for use after a crash test when
+  // no coordinator is alive.
   // DANGER: a value below the longest commit lets the collector roll back live transactions
   // (they then report kAborted; nothing is corrupted).
   std::chrono::milliseconds older_than{0};
   // How long the outcome of a finished transaction stays answerable (Database::Outcome).
   std::chrono::milliseconds outcome_retention{std::chrono::hours(1)};
   // How long a tombstone (and the placeholder of a rolled-back insert) is kept before it is
-  // purged; until then a read of the id says deleted. Must exceed the longest pause of a
+  // purged; until then a read of a deleted id says deleted (a placeholder reads not found). Must exceed the longest pause of a
   // coordinator (it fences late writes). Zero never purges.
   std::chrono::milliseconds tombstone_retention{std::chrono::hours(24)};
   // Collections scanned for tombstones to purge. Empty: no purging.

@@ -72,8 +72,8 @@ class Database {
   Result<CommitInfo> Commit(const Transaction& txn);
 
   // Reads one document. Returns a ReadResult whose state tells found, not found and deleted;
-  // kInvalidArgument for a bad name; kUnavailable (retry), kBusy (the holding transaction's
-  // state could not be resolved in time) or kCorruption.
+  // kInvalidArgument for a bad name; kUnavailable (retry) or kCorruption. A document held by
+  // another transaction never blocks a read: its committed image is rebuilt from the record.
   Result<ReadResult> Read(std::string_view collection, std::string_view id,
                           const ReadOptions& options = {});
 

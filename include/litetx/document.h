@@ -36,7 +36,9 @@ const char* DocumentStateName(DocumentState state);
 
 struct ReadResult {
   DocumentState state = DocumentState::kNotFound;
-  // kFound / kDeleted: the document's version number (1 on insert, +1 on every change).
+  // kFound / kDeleted: the document's version number (+1 on every change, rollbacks
+  // included; 1 on a first insert, and an insert over a tombstone or placeholder continues
+  // from its version so versions never decrease).
   std::uint64_t version = 0;
   // kFound: the document's schema version.
   std::uint32_t schema_version = 0;

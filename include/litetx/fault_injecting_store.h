@@ -77,8 +77,9 @@ struct FaultOptions {
   // Clock used for delays; null means SystemClock().
   std::shared_ptr<Clock> clock;
   // If set, decides the fault of every call instead of the probabilities: it gets the
-  // operation, the key (empty collection for Scan) and the call's index (counted from 1 over
-  // all operations).
+  // operation, the key ({collection, ""} for Scan) and the call's index (counted from 1 over
+  // all operations). Called without the store's lock, possibly from several threads at once:
+  // a rule with mutable state must synchronise it.
   std::function<Fault(StoreOp op, const Key& key, std::uint64_t index)> rule;
 };
 
@@ -102,7 +103,8 @@ class FaultInjectingStore final : public ForwardingStore {
   std::uint64_t lost_replies() const;
   // True once the crash write has landed.
   bool crashed() const;
-  // Changes the crash point (0: never) and clears the crashed state; the write count goes on.
+  // Changes the crash point (0: never) and clears the crashed state. The write count goes on:
+  // pass writes() + k to crash after k more writes.
   void ArmCrash(std::uint64_t crash_after_writes);
 
  private:

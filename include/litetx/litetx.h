@@ -9,6 +9,7 @@
 #include "litetx/memory_store.h"
 #include "litetx/collector.h"
 #include "litetx/fault_injecting_store.h"
+#include "litetx/lmdb_store.h"
 #include "litetx/options.h"
 #include "litetx/status.h"
 #include "litetx/store.h"

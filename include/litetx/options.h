@@ -40,9 +40,11 @@ struct Options {
   BackoffOptions busy_backoff{std::chrono::milliseconds{1}, std::chrono::milliseconds{50}};
   // Backoff for retrying store errors (seed 000: 100 ms doubling to 30 s).
   BackoffOptions retry_backoff{};
-  // Attempts at one store call that fails transiently or with a lost reply before the commit point
-  // (then the transaction rolls back and reports kUnavailable), at the commit point itself
-  // (then the outcome is reported kUnknown) and after it (then the rest is left to the GC).
+  // Attempts at one store call that fails transiently or with a lost reply. Before the commit
+  // point the transaction then rolls back and reports kUnavailable. At the commit point it
+  // reports kUnavailable if the flip surely did not land (every attempt failed transiently)
+  // and kUnknown if a lost reply leaves it open (settle with Database::Outcome). After the
+  // commit point the rest is left to the GC and the commit still reports kOk.
   int max_attempts = 4;
   // How long active rollback keeps retrying transient store errors. Zero means never give up
   // (seed 000); otherwise what is left is reported in the log and left to the GC.

@@ -1,0 +1,781 @@
+#include "litetx/lmdb_store.h"
+
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+#include <system_error>
+#include <utility>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/parse_options.hpp>
+#include <boost/json/serializer.hpp>
+#include <boost/json/value.hpp>
+
+namespace litetx {
+
+namespace json = boost::json;
+
+namespace {
+
+// The last revision handed out. Contains no '\0', so no document key (which always does) can
+// be equal to it, and no collection prefix (collection + '\0') can cover it.
+constexpr std::string_view kCounterKey{"\x01rev", 4};
+constexpr std::size_t kRevisionBytes = 8;
+// Reader lock-table slots (shared by every process; the first opener sizes the lock file).
+// With MDB_NOTLS a slot is held only for the duration of one Get or Scan page.
+constexpr unsigned kMaxReaders = 1024;
+// Bound on retries after map resizes (each at least doubles the map or adopts a bigger one).
+constexpr int kMaxAttempts = 64;
+// Anything boost::json::serialize wrote must parse back; the parser is not recursive.
+constexpr std::size_t kMaxJsonDepth = std::size_t{1} << 20;
+
+void PutRevision(char* out, Revision r) {
+  for (std::size_t i = 0; i < kRevisionBytes; ++i) {
+    out[i] = static_cast<char>(static_cast<unsigned char>((r >> (8 * i)) & 0xff));
+  }
+}
+
+Revision GetRevision(const void* data) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  Revision r = 0;
+  for (std::size_t i = 0; i < kRevisionBytes; ++i) r |= static_cast<Revision>(b[i]) << (8 * i);
+  return r;
+}
+
+MDB_val Val(std::string_view s) {
+  MDB_val v;
+  v.mv_size = s.size();
+  v.mv_data = const_cast<char*>(s.data());  // LMDB never writes through a key or put value
+  return v;
+}
+
+std::string_view View(const MDB_val& v) {
+  return {static_cast<const char*>(v.mv_data), v.mv_size};
+}
+
+std::string Quoted(std::string_view s) {
+  std::string out = "'";
+  out.append(s);
+  out += "'";
+  return out;
+}
+
+// The Status for an LMDB (or errno) failure of an operation that certainly wrote nothing.
+Status MdbError(int rc, std::string_view what, const std::string& path) {
+  std::string msg = "lmdb " + Quoted(path) + ": " + std::string(what) + ": " + mdb_strerror(rc);
+  switch (rc) {
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_INVALID:
+      return Status::Corruption(std::move(msg));
+    case MDB_VERSION_MISMATCH:
+    case MDB_INCOMPATIBLE:
+      return Status::FailedPrecondition(std::move(msg));
+    case MDB_BAD_VALSIZE:
+      return Status::InvalidArgument(std::move(msg));
+    default:  // MDB_READERS_FULL, MDB_MAP_FULL after all retries, MDB_PANIC, EAGAIN, EIO, ...
+      return Status::Unavailable(std::move(msg));
+  }
+}
+
+// The Status for a failed mdb_txn_commit. LMDB writes the data pages first and the meta page
+// (the commit point) last, and reports most failures (no space, LMDB limits) before the meta
+// page is touched: nothing was written. An I/O error may come from the meta page write or its
+// sync, after which the commit may or may not be on disk: kUnknown.
+Status CommitError(int rc, std::string_view what, const std::string& path) {
+  if (rc < 0 || rc == ENOSPC || rc == ENOMEM || rc == EDQUOT || rc == EINVAL) {
+    return MdbError(rc, what, path);
+  }
+  return Status::Unknown("lmdb " + Quoted(path) + ": " + std::string(what) +
+                         ": commit failed, outcome unknown: " + mdb_strerror(rc));
+}
+
+// The Status for a failure of Open (mdb_env_open or the file checks before it).
+Status OpenError(int rc, std::string_view what, const std::string& path) {
+  std::string msg = "lmdb: cannot open " + Quoted(path) + ": " + std::string(what) + ": " +
+                    mdb_strerror(rc);
+  switch (rc) {
+    case ENOENT:
+    case ENOTDIR:
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENAMETOOLONG:
+    case ELOOP:
+    case EISDIR:
+      return Status::InvalidArgument(std::move(msg));
+    default:  // corruption, version mismatch, or transient (kUnavailable)
+      return Status(MdbError(rc, what, path).code(), std::move(msg));
+  }
+}
+
+Status OutOfMemory(std::string_view what) {
+  return Status::Unavailable("lmdb: " + std::string(what) + ": out of memory");
+}
+
+// A transaction that is aborted unless committed; keeps the write lock and reader slots from
+// leaking on any early return (or exception).
+class Txn {
+ public:
+  Txn() = default;
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+  ~Txn() {
+    if (txn_ != nullptr) mdb_txn_abort(txn_);
+  }
+  int Begin(MDB_env* env, unsigned flags) { return mdb_txn_begin(env, nullptr, flags, &txn_); }
+  int Commit() {
+    MDB_txn* t = std::exchange(txn_, nullptr);
+    return mdb_txn_commit(t);  // frees the transaction whatever the outcome
+  }
+  void Abort() {
+    if (txn_ != nullptr) mdb_txn_abort(std::exchange(txn_, nullptr));
+  }
+  MDB_txn* get() const { return txn_; }
+
+ private:
+  MDB_txn* txn_ = nullptr;
+};
+
+class Cursor {
+ public:
+  explicit Cursor(MDB_cursor* c) : c_(c) {}
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
+  ~Cursor() {
+    if (c_ != nullptr) mdb_cursor_close(c_);
+  }
+  MDB_cursor* get() const { return c_; }
+
+ private:
+  MDB_cursor* c_;
+};
+
+// Decodes a stored value: 8-byte little-endian revision, then a JSON object.
+Result<StoredDocument> Decode(const MDB_val& v, std::string_view where) {
+  if (v.mv_size < kRevisionBytes) {
+    return Status::Corruption("lmdb: value of " + std::string(where) + " has " +
+                              std::to_string(v.mv_size) +
+                              " bytes, fewer than its 8-byte revision");
+  }
+  StoredDocument doc;
+  doc.revision = GetRevision(v.mv_data);
+  json::parse_options opt;
+  opt.allow_invalid_utf8 = true;
+  opt.max_depth = kMaxJsonDepth;
+  json::error_code ec;
+  json::value jv = json::parse(View(v).substr(kRevisionBytes), ec, {}, opt);
+  if (ec) {
+    return Status::Corruption("lmdb: value of " + std::string(where) +
+                              " is not valid JSON: " + ec.message());
+  }
+  if (!jv.is_object()) {
+    return Status::Corruption("lmdb: value of " + std::string(where) + " is not a JSON object");
+  }
+  doc.value = std::move(jv.as_object());
+  return doc;
+}
+
+std::string Describe(const Key& key) { return Quoted(key.collection) + "/" + Quoted(key.id); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The environment, shared by every LmdbStore of this process on one directory.
+
+struct LmdbStore::Env {
+  Env() = default;
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+  ~Env();
+
+  // Shared lock for one operation. Waits behind a pending resize so that a steady stream of
+  // operations cannot starve it.
+  std::shared_lock<std::shared_mutex> Enter() {
+    if (resize_wanted.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> wait_for_resize(gate);
+    }
+    return std::shared_lock<std::shared_mutex>(mu);
+  }
+
+  // REQUIRES: a shared or exclusive lock on mu.
+  std::size_t MapBytes() const {
+    MDB_envinfo info;
+    mdb_env_info(env, &info);
+    return info.me_mapsize;
+  }
+
+  Status Broken() const {
+    return Status::Unavailable("lmdb " + Quoted(path) +
+                               ": the memory map could not be resized; reopen the store");
+  }
+
+  // Resizes the map with no transaction of this process open. grow: double it, unless it is
+  // already larger than `observed` (another thread grew it meanwhile). !grow: adopt the size
+  // another process grew the database to (MDB_MAP_RESIZED).
+  Status Remap(bool grow, std::size_t observed);
+
+  // Runs `body(txn, &refusal, &revision)` in one write transaction and commits it, growing
+  // or adopting the map and retrying as needed. body returns an LMDB error code; a non-OK
+  // `refusal` with code 0 aborts the transaction and is returned as is.
+  template <typename Body>
+  Result<Revision> Write(std::string_view what, Body&& body);
+
+  // Runs `body(txn)` (returning Result<T>) in one read-only transaction.
+  template <typename T, typename Body>
+  Result<T> Read(std::string_view what, Body&& body);
+
+  // Increments the revision counter inside `txn`. REQUIRES: a write transaction.
+  int NextRevision(MDB_txn* txn, Status* refusal, Revision* rev) const;
+
+  MDB_env* env = nullptr;
+  MDB_dbi dbi = 0;
+  std::size_t max_key = 0;
+  std::string path;
+  LmdbDurability durability = LmdbDurability::kDurable;
+  pid_t owner_pid = 0;
+  std::pair<dev_t, ino_t> file_id{};
+  bool registered = false;
+
+  std::shared_mutex mu;                    // shared: transactions; exclusive: map resize
+  std::mutex gate;                         // held by a resizer waiting for `mu`
+  std::atomic<bool> resize_wanted{false};  // a resizer holds `gate`
+  std::atomic<bool> broken{false};         // a resize failed and the map is gone
+};
+
+namespace {
+
+// Environments open in this process, by (device, inode) of the directory, so that one
+// directory is never opened twice in one process (LMDB forbids it).
+struct Registry {
+  struct Entry {
+    LmdbStore::Env* raw = nullptr;
+    std::weak_ptr<LmdbStore::Env> weak;
+    pid_t pid = 0;
+  };
+  std::mutex mu;
+  std::condition_variable closed;  // an Env left the registry
+  std::map<std::pair<dev_t, ino_t>, Entry> envs;
+};
+
+Registry& TheRegistry() {
+  static Registry* r = new Registry;  // never destroyed: stores may outlive static destruction
+  return *r;
+}
+
+}  // namespace
+
+LmdbStore::Env::~Env() {
+  // In a child after fork() the environment belongs to the parent: LMDB must not be used (nor
+  // closed) there, so it is left alone.
+  const bool mine = env != nullptr && owner_pid == ::getpid();
+  if (!registered) {
+    if (mine) mdb_env_close(env);
+    return;
+  }
+  Registry& reg = TheRegistry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  // Closed under the registry lock: a concurrent Open of the same directory waits for this
+  // to finish, so two environments on one directory never coexist in this process.
+  if (mine) mdb_env_close(env);
+  auto it = reg.envs.find(file_id);
+  if (it != reg.envs.end() && it->second.raw == this) reg.envs.erase(it);
+  reg.closed.notify_all();
+}
+
+Status LmdbStore::Env::Remap(bool grow, std::size_t observed) {
+  std::lock_guard<std::mutex> turnstile(gate);
+  resize_wanted.store(true, std::memory_order_release);
+  std::unique_lock<std::shared_mutex> exclusive(mu);
+  struct ClearFlag {
+    std::atomic<bool>& flag;
+    ~ClearFlag() { flag.store(false, std::memory_order_release); }
+  } clear{resize_wanted};
+  if (broken.load()) return Broken();
+  std::size_t target = 0;  // 0: adopt the size recorded in the file
+  if (grow) {
+    std::size_t now = MapBytes();
+    if (now > observed) return Status::Ok();
+    if (observed > std::numeric_limits<std::size_t>::max() / 2) {
+      return Status::Unavailable("lmdb " + Quoted(path) + ": the memory map cannot grow beyond " +
+                                 std::to_string(observed) + " bytes");
+    }
+    target = observed * 2;
+  }
+  int rc = mdb_env_set_mapsize(env, target);
+  if (rc != 0) {
+    // mdb_env_set_mapsize unmaps before mapping again; if mapping failed there is no map.
+    broken.store(true);
+    return MdbError(rc, grow ? "growing the memory map" : "adopting the memory map size",
+                    path);
+  }
+  return Status::Ok();
+}
+
+int LmdbStore::Env::NextRevision(MDB_txn* txn, Status* refusal, Revision* rev) const {
+  MDB_val k = Val(kCounterKey);
+  MDB_val v;
+  Revision last = 0;
+  int rc = mdb_get(txn, dbi, &k, &v);
+  if (rc == 0) {
+    if (v.mv_size != kRevisionBytes) {
+      *refusal = Status::Corruption("lmdb " + Quoted(path) + ": the revision counter has " +
+                                    std::to_string(v.mv_size) + " bytes instead of 8");
+      return 0;
+    }
+    last = GetRevision(v.mv_data);
+  } else if (rc != MDB_NOTFOUND) {
+    return rc;
+  }
+  if (last == std::numeric_limits<Revision>::max()) {
+    *refusal = Status::Corruption("lmdb " + Quoted(path) + ": the revision counter is exhausted");
+    return 0;
+  }
+  *rev = last + 1;
+  char buf[kRevisionBytes];
+  PutRevision(buf, *rev);
+  MDB_val nv = Val(std::string_view(buf, sizeof buf));
+  return mdb_put(txn, dbi, &k, &nv, 0);
+}
+
+template <typename Body>
+Result<Revision> LmdbStore::Env::Write(std::string_view what, Body&& body) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto lock = Enter();
+    if (broken.load()) return Broken();
+    Txn txn;
+    int rc = txn.Begin(env, 0);
+    if (rc == MDB_MAP_RESIZED) {
+      lock.unlock();
+      if (Status s = Remap(false, 0); !s.ok()) return s;
+      continue;
+    }
+    if (rc != 0) return MdbError(rc, what, path);
+    Status refusal;
+    Revision rev = 0;
+    rc = body(txn.get(), &refusal, &rev);
+    if (rc == 0 && !refusal.ok()) return refusal;  // ~Txn aborts: nothing written
+    if (rc == 0) {
+      rc = txn.Commit();
+      if (rc == 0) return rev;
+      if (rc != MDB_MAP_FULL) return CommitError(rc, what, path);
+    } else {
+      txn.Abort();
+      if (rc != MDB_MAP_FULL) return MdbError(rc, what, path);
+    }
+    // MDB_MAP_FULL: nothing was written. Grow the map and try again.
+    std::size_t observed = MapBytes();
+    lock.unlock();
+    if (Status s = Remap(true, observed); !s.ok()) return s;
+  }
+  return Status::Unavailable("lmdb " + Quoted(path) + ": " + std::string(what) +
+                             ": gave up after " + std::to_string(kMaxAttempts) +
+                             " memory map resizes");
+}
+
+template <typename T, typename Body>
+Result<T> LmdbStore::Env::Read(std::string_view what, Body&& body) {
+  bool reader_check_done = false;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto lock = Enter();
+    if (broken.load()) return Broken();
+    Txn txn;
+    int rc = txn.Begin(env, MDB_RDONLY);
+    if (rc == MDB_MAP_RESIZED) {
+      lock.unlock();
+      if (Status s = Remap(false, 0); !s.ok()) return s;
+      continue;
+    }
+    if (rc == MDB_READERS_FULL && !reader_check_done) {
+      // Slots of processes that died without closing the store are reclaimed here.
+      reader_check_done = true;
+      int dead = 0;
+      if (mdb_reader_check(env, &dead) == 0 && dead > 0) continue;
+    }
+    if (rc != 0) return MdbError(rc, what, path);
+    return body(txn.get());  // ~Txn aborts the read transaction
+  }
+  return Status::Unavailable("lmdb " + Quoted(path) + ": " + std::string(what) +
+                             ": gave up after " + std::to_string(kMaxAttempts) +
+                             " memory map resizes");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Open
+
+Result<std::shared_ptr<LmdbStore>> LmdbStore::Open(const std::string& path,
+                                                   LmdbOptions options) try {
+  if (path.empty()) return Status::InvalidArgument("lmdb: the store path is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    int e = errno;
+    if (e != ENOENT) return OpenError(e, "stat", path);
+    if (!options.create_if_missing) {
+      return Status::InvalidArgument("lmdb: cannot open " + Quoted(path) +
+                                     ": it does not exist (create_if_missing is off)");
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+      return Status::InvalidArgument("lmdb: cannot create directory " + Quoted(path) + ": " +
+                                     ec.message());
+    }
+    if (::stat(path.c_str(), &st) != 0) return OpenError(errno, "stat", path);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("lmdb: cannot open " + Quoted(path) +
+                                   ": not a directory (the store is a directory holding "
+                                   "data.mdb and lock.mdb)");
+  }
+  if (!options.create_if_missing) {
+    struct stat data;
+    std::string data_path = (std::filesystem::path(path) / "data.mdb").string();
+    if (::stat(data_path.c_str(), &data) != 0) {
+      int e = errno;
+      if (e == ENOENT) {
+        return Status::InvalidArgument("lmdb: cannot open " + Quoted(path) +
+                                       ": no data.mdb in it (create_if_missing is off)");
+      }
+      return OpenError(e, "stat data.mdb", path);
+    }
+  }
+
+  const std::pair<dev_t, ino_t> file_id{st.st_dev, st.st_ino};
+  Registry& reg = TheRegistry();
+  std::shared_ptr<Env> shared;  // declared before the lock: released after it
+  std::unique_lock<std::mutex> lock(reg.mu);
+  for (;;) {
+    auto it = reg.envs.find(file_id);
+    if (it == reg.envs.end()) break;
+    if (it->second.pid != ::getpid()) {  // inherited from the parent across fork()
+      reg.envs.erase(it);
+      break;
+    }
+    shared = it->second.weak.lock();
+    if (shared != nullptr) {
+      if (shared->durability != options.durability) {
+        return Status::InvalidArgument(
+            "lmdb: " + Quoted(path) +
+            " is already open in this process with another durability (LMDB allows one "
+            "environment per directory and process; durability is fixed per environment)");
+      }
+      return std::shared_ptr<LmdbStore>(new LmdbStore(std::move(shared), path, options));
+    }
+    reg.closed.wait(lock);  // its last store is being destroyed: wait for the close
+  }
+
+  auto env = std::make_shared<Env>();
+  env->path = path;
+  env->durability = options.durability;
+  env->owner_pid = ::getpid();
+  env->file_id = file_id;
+  int rc = mdb_env_create(&env->env);
+  if (rc != 0) {
+    env->env = nullptr;
+    return OpenError(rc, "mdb_env_create", path);
+  }
+  if ((rc = mdb_env_set_maxreaders(env->env, kMaxReaders)) != 0) {
+    return OpenError(rc, "mdb_env_set_maxreaders", path);
+  }
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::size_t initial = options.initial_map_bytes;
+  if (initial < page) initial = page;
+  if (initial % page != 0) initial += page - initial % page;
+  if ((rc = mdb_env_set_mapsize(env->env, initial)) != 0) {
+    return OpenError(rc, "mdb_env_set_mapsize", path);
+  }
+  unsigned flags = MDB_NOTLS;
+  switch (options.durability) {
+    case LmdbDurability::kDurable:
+      break;
+    case LmdbDurability::kNoMetaSync:
+      flags |= MDB_NOMETASYNC;
+      break;
+    case LmdbDurability::kNoSync:
+      flags |= MDB_NOSYNC;
+      break;
+  }
+  if ((rc = mdb_env_open(env->env, path.c_str(), flags, 0644)) != 0) {
+    return OpenError(rc, "mdb_env_open", path);  // ~Env closes the handle, as LMDB requires
+  }
+  int dead = 0;
+  (void)mdb_reader_check(env->env, &dead);  // free slots of processes that died mid-read
+  // Keep what earlier runs grew the map to (recorded in the file), or the configured size if
+  // that is larger. No transaction is open yet.
+  if ((rc = mdb_env_set_mapsize(env->env, 0)) != 0) {
+    return OpenError(rc, "adopting the recorded map size", path);
+  }
+  if (env->MapBytes() < initial && (rc = mdb_env_set_mapsize(env->env, initial)) != 0) {
+    return OpenError(rc, "mdb_env_set_mapsize", path);
+  }
+  {
+    Txn txn;
+    if ((rc = txn.Begin(env->env, MDB_RDONLY)) != 0) return OpenError(rc, "mdb_txn_begin", path);
+    if ((rc = mdb_dbi_open(txn.get(), nullptr, 0, &env->dbi)) != 0) {
+      return OpenError(rc, "mdb_dbi_open", path);
+    }
+    if ((rc = txn.Commit()) != 0) return OpenError(rc, "mdb_txn_commit", path);
+  }
+  env->max_key = static_cast<std::size_t>(mdb_env_get_maxkeysize(env->env));
+
+  reg.envs[file_id] = Registry::Entry{env.get(), env, env->owner_pid};
+  env->registered = true;
+  return std::shared_ptr<LmdbStore>(new LmdbStore(std::move(env), path, options));
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("open " + Quoted(path));
+} catch (const std::exception& e) {
+  return Status::Unavailable("lmdb: cannot open " + Quoted(path) + ": " + e.what());
+}
+
+LmdbStore::LmdbStore(std::shared_ptr<Env> env, std::string path, LmdbOptions options)
+    : env_(std::move(env)), path_(std::move(path)), options_(options) {}
+
+LmdbStore::~LmdbStore() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+namespace {
+
+// Why `key` cannot be stored, or empty. Collections must not contain '\0' (the separator);
+// LMDB limits keys to `max_key` bytes.
+std::string KeyProblem(const Key& key, std::size_t max_key) {
+  if (key.collection.find('\0') != std::string::npos) {
+    return "collection names must not contain '\\0'";
+  }
+  std::size_t size = key.collection.size() + 1 + key.id.size();
+  if (size > max_key) {
+    return "key of " + std::to_string(size) + " bytes (collection + 1 + id) is over LMDB's " +
+           std::to_string(max_key);
+  }
+  return {};
+}
+
+std::string EncodeKey(const Key& key) {
+  std::string k;
+  k.reserve(key.collection.size() + 1 + key.id.size());
+  k.append(key.collection);
+  k.push_back('\0');
+  k.append(key.id);
+  return k;
+}
+
+// 8 placeholder bytes for the revision, then the JSON text. False if over `max_bytes`.
+bool EncodeValue(const json::object& value, std::size_t max_bytes, std::string* out) {
+  out->assign(kRevisionBytes, '\0');
+  json::serializer sr;
+  sr.reset(&value);
+  char buf[4096];
+  while (!sr.done()) {
+    out->append(sr.read(buf));
+    if (out->size() > max_bytes) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<StoredDocument>> LmdbStore::Get(const Key& key) try {
+  using Out = std::optional<StoredDocument>;
+  if (!KeyProblem(key, env_->max_key).empty()) return Out{};  // such a key cannot exist
+  std::string k = EncodeKey(key);
+  return env_->Read<Out>("get", [&](MDB_txn* txn) -> Result<Out> {
+    MDB_val kv = Val(k);
+    MDB_val v;
+    int rc = mdb_get(txn, env_->dbi, &kv, &v);
+    if (rc == MDB_NOTFOUND) return Out{};
+    if (rc != 0) return MdbError(rc, "get " + Describe(key), env_->path);
+    auto doc = Decode(v, Describe(key));
+    if (!doc.ok()) return doc.status();
+    return Out{std::move(doc).value()};
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("get");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: get: ") + e.what());
+}
+
+Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& value) try {
+  if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
+    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
+  }
+  std::string k = EncodeKey(key);
+  std::string v;
+  if (!EncodeValue(value, options_.max_value_bytes, &v)) {
+    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": value over " +
+                                   std::to_string(options_.max_value_bytes) + " bytes");
+  }
+  return env_->Write("create", [&](MDB_txn* txn, Status* refusal, Revision* rev) {
+    MDB_val kv = Val(k);
+    MDB_val old;
+    int rc = mdb_get(txn, env_->dbi, &kv, &old);
+    if (rc == 0) {
+      *refusal = Status::Conflict("create: the key exists");
+      return 0;
+    }
+    if (rc != MDB_NOTFOUND) return rc;
+    rc = env_->NextRevision(txn, refusal, rev);
+    if (rc != 0 || !refusal->ok()) return rc;
+    PutRevision(v.data(), *rev);
+    MDB_val vv = Val(v);
+    return mdb_put(txn, env_->dbi, &kv, &vv, MDB_NOOVERWRITE);
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("create");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: create: ") + e.what());
+}
+
+Result<Revision> LmdbStore::Replace(const Key& key, Revision expected,
+                                    const boost::json::object& value) try {
+  if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
+    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
+  }
+  std::string k = EncodeKey(key);
+  std::string v;
+  if (!EncodeValue(value, options_.max_value_bytes, &v)) {
+    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": value over " +
+                                   std::to_string(options_.max_value_bytes) + " bytes");
+  }
+  return env_->Write("replace", [&](MDB_txn* txn, Status* refusal, Revision* rev) {
+    MDB_val kv = Val(k);
+    MDB_val old;
+    int rc = mdb_get(txn, env_->dbi, &kv, &old);
+    if (rc == MDB_NOTFOUND) {
+      *refusal = Status::Conflict("replace: the key is absent");
+      return 0;
+    }
+    if (rc != 0) return rc;
+    if (old.mv_size < kRevisionBytes) {
+      *refusal = Status::Corruption("lmdb: replace " + Describe(key) + ": stored value has " +
+                                    std::to_string(old.mv_size) +
+                                    " bytes, fewer than its 8-byte revision");
+      return 0;
+    }
+    if (GetRevision(old.mv_data) != expected) {
+      *refusal = Status::Conflict("replace: revision changed");
+      return 0;
+    }
+    rc = env_->NextRevision(txn, refusal, rev);
+    if (rc != 0 || !refusal->ok()) return rc;
+    PutRevision(v.data(), *rev);
+    MDB_val vv = Val(v);
+    return mdb_put(txn, env_->dbi, &kv, &vv, 0);
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("replace");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: replace: ") + e.what());
+}
+
+Status LmdbStore::Erase(const Key& key, Revision expected) try {
+  if (!KeyProblem(key, env_->max_key).empty()) {
+    return Status::Conflict("erase: the key is absent");  // such a key cannot exist
+  }
+  std::string k = EncodeKey(key);
+  auto r = env_->Write("erase", [&](MDB_txn* txn, Status* refusal, Revision*) {
+    MDB_val kv = Val(k);
+    MDB_val old;
+    int rc = mdb_get(txn, env_->dbi, &kv, &old);
+    if (rc == MDB_NOTFOUND) {
+      *refusal = Status::Conflict("erase: the key is absent");
+      return 0;
+    }
+    if (rc != 0) return rc;
+    if (old.mv_size < kRevisionBytes) {
+      *refusal = Status::Corruption("lmdb: erase " + Describe(key) + ": stored value has " +
+                                    std::to_string(old.mv_size) +
+                                    " bytes, fewer than its 8-byte revision");
+      return 0;
+    }
+    if (GetRevision(old.mv_data) != expected) {
+      *refusal = Status::Conflict("erase: revision changed");
+      return 0;
+    }
+    return mdb_del(txn, env_->dbi, &kv, nullptr);
+  });
+  return r.status();
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("erase");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: erase: ") + e.what());
+}
+
+Result<ScanPage> LmdbStore::Scan(std::string_view collection, std::string_view cursor,
+                                 std::size_t limit) try {
+  if (limit == 0) return Status::InvalidArgument("lmdb: scan: limit must be positive");
+  if (collection.find('\0') != std::string_view::npos) return ScanPage{};  // cannot exist
+  std::string prefix(collection);
+  prefix.push_back('\0');
+  if (prefix.size() > env_->max_key) return ScanPage{};
+  // Position at the first key >= prefix + cursor (LMDB refuses longer keys than it can store:
+  // seek to the longest stored-size prefix of it and skip what is not after the cursor).
+  std::string after = prefix + std::string(cursor);
+  std::string_view seek = std::string_view(after).substr(0, env_->max_key);
+  const bool exclusive = !cursor.empty();
+  return env_->Read<ScanPage>("scan", [&](MDB_txn* txn) -> Result<ScanPage> {
+    MDB_cursor* raw = nullptr;
+    int rc = mdb_cursor_open(txn, env_->dbi, &raw);
+    if (rc != 0) return MdbError(rc, "scan", env_->path);
+    Cursor c(raw);
+    MDB_val k = Val(seek);
+    MDB_val v;
+    rc = mdb_cursor_get(c.get(), &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && (exclusive ? View(k) <= after : View(k) < after)) {
+      rc = mdb_cursor_get(c.get(), &k, &v, MDB_NEXT);
+    }
+    ScanPage page;
+    page.documents.reserve(std::min<std::size_t>(limit, 1024));
+    // Document keys of the collection are exactly the keys starting with prefix; the counter
+    // key has no '\0' and never does.
+    for (; rc == 0 && View(k).starts_with(prefix); rc = mdb_cursor_get(c.get(), &k, &v, MDB_NEXT)) {
+      if (page.documents.size() == limit) {  // one more exists: the page is not the last
+        page.next_cursor = page.documents.back().first;
+        return page;
+      }
+      std::string id(View(k).substr(prefix.size()));
+      auto doc = Decode(v, Quoted(collection) + "/" + Quoted(id));
+      if (!doc.ok()) return doc.status();
+      page.documents.emplace_back(std::move(id), std::move(doc).value());
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND) return MdbError(rc, "scan", env_->path);
+    return page;
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("scan");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: scan: ") + e.what());
+}
+
+Status LmdbStore::Sync() {
+  auto lock = env_->Enter();
+  if (env_->broken.load()) return env_->Broken();
+  int rc = mdb_env_sync(env_->env, 1);
+  if (rc != 0) return MdbError(rc, "sync", env_->path);
+  return Status::Ok();
+}
+
+const std::string& LmdbStore::path() const { return path_; }
+
+std::size_t LmdbStore::map_bytes() const {
+  auto lock = env_->Enter();
+  if (env_->broken.load()) return 0;
+  return env_->MapBytes();
+}
+
+}  // namespace litetx
