@@ -1,0 +1,84 @@
+// tools/cli.h — shared plumbing of the `litetx` command-line tool: global flags, opening the
+// store named by --store (with LITETX_FAULTS applied), JSON output and exit codes.
+//
+// Each subcommand lives in its own cmd_*.cpp and registers itself with an Add* function that
+// sets Context::run; main() parses the command line and calls it. Output: JSON on stdout, one
+// line per error on stderr ("litetx: <message>"), the exit code below.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "litetx/litetx.h"
+
+namespace litetx::cli {
+
+// Exit codes (documented in docs/cli.md). Transaction outcomes of `apply` have one each.
+enum Exit : int {
+  kExitOk = 0,             // committed / the command did what it was asked
+  kExitFailed = 1,         // a check the command makes failed (demo verification, gc errors)
+  kExitUsage = 2,          // bad command line, or bad input: malformed JSON, wrong types,
+                           // unknown op, missing fields, reserved fields, bad names
+  kExitStore = 3,          // the store cannot be opened or read (path, permissions, corrupt)
+  kExitConflict = 10,      // outcome conflict
+  kExitBusy = 11,          // outcome busy
+  kExitDeleted = 12,       // outcome deleted
+  kExitNotFound = 13,      // outcome not_found
+  kExitAborted = 14,       // outcome aborted
+  kExitUnknown = 15,       // outcome unknown (settle with the txn id later)
+  kExitUnavailable = 16,   // outcome unavailable (the store failed; nothing committed)
+  kExitPrecondition = 17,  // outcome failed_precondition (adjust of a non-number...)
+  kExitCorruption = 18,    // outcome corruption (a stored document cannot be decoded)
+};
+
+// State shared by main() and the subcommands.
+struct Context {
+  // --store URI: "lmdb:PATH" or "memory:". Default "lmdb:" + kDefaultLmdbPath.
+  std::string store_uri;
+  // --log-level: off, error, warn, info, debug.
+  std::string log_level = "warn";
+  // --sync: LMDB durability for this process: durable, nometasync, nosync.
+  std::string lmdb_sync = "durable";
+  // Set by the chosen subcommand's callback; returns the exit code.
+  std::function<int()> run;
+};
+
+inline constexpr const char* kDefaultLmdbPath = "./litetx-data";
+
+// A logger writing to stderr at ctx.log_level (one per process; named "litetx").
+std::shared_ptr<spdlog::logger> Logger(const Context& ctx);
+
+// Engine options for the CLI: the logger above, default lease and timeouts.
+Options EngineOptions(const Context& ctx);
+
+// Opens ctx.store_uri. If LITETX_FAULTS is set (see ParseFaults) the store is wrapped in a
+// FaultInjectingStore in CrashMode::kExit. On error prints one line and returns nullptr with
+// *exit_code set (kExitStore, or kExitUsage for a malformed URI or LITETX_FAULTS).
+std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
+
+// Parses LITETX_FAULTS: comma-separated items crash-after-writes:K, transient:P,
+// lost-reply:P, seed:N, exit-code:N. Returns kInvalidArgument with a message on a bad item.
+Result<FaultOptions> ParseFaults(const std::string& spec);
+
+// Prints `v` as one line of JSON on stdout.
+void PrintJson(const boost::json::value& v);
+// Prints "litetx: <message>" on stderr and returns `code`.
+int Fail(int code, const std::string& message);
+
+// The outcome name of a commit status ("committed", "conflict", ...) and its exit code.
+const char* OutcomeName(const Status& s);
+int OutcomeExit(const Status& s);
+
+// Subcommands (one cmd_*.cpp each).
+void AddApply(CLI::App& app, Context& ctx);    // cmd_apply.cpp
+void AddInspect(CLI::App& app, Context& ctx);  // cmd_inspect.cpp: get, scan, txns
+void AddGc(CLI::App& app, Context& ctx);       // cmd_gc.cpp
+void AddDemo(CLI::App& app, Context& ctx);     // cmd_demo.cpp
+void AddBench(CLI::App& app, Context& ctx);    // cmd_bench.cpp
+
+}  // namespace litetx::cli

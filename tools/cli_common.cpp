@@ -1,0 +1,164 @@
+// tools/cli_common.cpp — see cli.h.
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "tools/cli.h"
+
+namespace litetx::cli {
+namespace {
+
+bool ParseU64(std::string_view s, std::uint64_t* out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+
+bool ParseProbability(const std::string& s, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size() && *out >= 0.0 && *out <= 1.0;
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> Logger(const Context& ctx) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto logger = spdlog::get("litetx");
+  if (!logger) logger = spdlog::stderr_color_mt("litetx");
+  logger->set_level(spdlog::level::from_str(ctx.log_level));
+  return logger;
+}
+
+Options EngineOptions(const Context& ctx) {
+  Options o;
+  o.logger = Logger(ctx);
+  return o;
+}
+
+Result<FaultOptions> ParseFaults(const std::string& spec) {
+  FaultOptions f;
+  f.crash_mode = CrashMode::kExit;
+  f.seed = std::random_device{}();
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    std::size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string item = spec.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) continue;
+    std::size_t colon = item.find(':');
+    std::string name = item.substr(0, colon);
+    std::string value = colon == std::string::npos ? "" : item.substr(colon + 1);
+    std::uint64_t n = 0;
+    bool ok = true;
+    if (name == "crash-after-writes") {
+      ok = ParseU64(value, &n) && n > 0;
+      f.crash_after_writes = n;
+    } else if (name == "transient") {
+      ok = ParseProbability(value, &f.transient_probability);
+    } else if (name == "lost-reply") {
+      ok = ParseProbability(value, &f.lost_reply_probability);
+    } else if (name == "seed") {
+      ok = ParseU64(value, &f.seed);
+    } else if (name == "exit-code") {
+      ok = ParseU64(value, &n) && n > 0 && n < 256;
+      f.exit_code = static_cast<int>(n);
+    } else {
+      return Status::InvalidArgument("LITETX_FAULTS: unknown item '" + name +
+                                     "' (expected crash-after-writes:K, transient:P, "
+                                     "lost-reply:P, seed:N, exit-code:N)");
+    }
+    if (!ok) return Status::InvalidArgument("LITETX_FAULTS: bad value in '" + item + "'");
+  }
+  return f;
+}
+
+std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
+  const std::string& uri = ctx.store_uri;
+  std::shared_ptr<Store> store;
+  if (uri == "memory:" || uri == "memory") {
+    store = std::make_shared<MemoryStore>();
+  } else if (uri.rfind("lmdb:", 0) == 0) {
+    std::string path = uri.substr(5);
+    if (path.empty()) path = kDefaultLmdbPath;
+    LmdbOptions lo;
+    if (ctx.lmdb_sync == "nometasync") lo.durability = LmdbDurability::kNoMetaSync;
+    if (ctx.lmdb_sync == "nosync") lo.durability = LmdbDurability::kNoSync;
+    auto opened = LmdbStore::Open(path, lo);
+    if (!opened.ok()) {
+      *exit_code = Fail(kExitStore, "cannot open store " + uri + ": " + opened.status().message());
+      return nullptr;
+    }
+    store = *opened;
+  } else {
+    *exit_code = Fail(kExitUsage, "bad --store '" + uri + "' (expected lmdb:PATH or memory:)");
+    return nullptr;
+  }
+  if (const char* spec = std::getenv("LITETX_FAULTS"); spec != nullptr && *spec != '\0') {
+    auto faults = ParseFaults(spec);
+    if (!faults.ok()) {
+      *exit_code = Fail(kExitUsage, faults.status().message());
+      return nullptr;
+    }
+    Logger(ctx)->info("LITETX_FAULTS={} (seed {})", spec, faults->seed);
+    store = std::make_shared<FaultInjectingStore>(store, *faults);
+  }
+  return store;
+}
+
+void PrintJson(const boost::json::value& v) {
+  std::string s = boost::json::serialize(v);
+  s.push_back('\n');
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+int Fail(int code, const std::string& message) {
+  std::string line = "litetx: " + message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  return code;
+}
+
+const char* OutcomeName(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk: return "committed";
+    case Code::kConflict: return "conflict";
+    case Code::kDeleted: return "deleted";
+    case Code::kBusy: return "busy";
+    case Code::kNotFound: return "not_found";
+    case Code::kAborted: return "aborted";
+    case Code::kUnknown: return "unknown";
+    case Code::kUnavailable: return "unavailable";
+    case Code::kFailedPrecondition: return "failed_precondition";
+    case Code::kCorruption: return "corruption";
+    case Code::kInvalidArgument: return "invalid_argument";
+  }
+  return "error";
+}
+
+int OutcomeExit(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk: return kExitOk;
+    case Code::kConflict: return kExitConflict;
+    case Code::kDeleted: return kExitDeleted;
+    case Code::kBusy: return kExitBusy;
+    case Code::kNotFound: return kExitNotFound;
+    case Code::kAborted: return kExitAborted;
+    case Code::kUnknown: return kExitUnknown;
+    case Code::kUnavailable: return kExitUnavailable;
+    case Code::kFailedPrecondition: return kExitPrecondition;
+    case Code::kCorruption: return kExitCorruption;
+    case Code::kInvalidArgument: return kExitUsage;
+  }
+  return kExitFailed;
+}
+
+}  // namespace litetx::cli

@@ -1,0 +1,39 @@
+// tools/main.cpp — the `litetx` command-line tool. See docs/cli.md.
+#include <cstdio>
+#include <string>
+
+#include "tools/cli.h"
+
+int main(int argc, char** argv) {
+  using namespace litetx::cli;
+  Context ctx;
+  ctx.store_uri = std::string("lmdb:") + kDefaultLmdbPath;
+  CLI::App app{"litetx — multi-document transactions over single-document-atomic stores"};
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--store", ctx.store_uri, "Store URI: lmdb:PATH or memory:")
+      ->capture_default_str();
+  app.add_option("--log-level", ctx.log_level, "Engine log level on stderr")
+      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
+  app.add_option("--sync", ctx.lmdb_sync,
+                 "LMDB durability: durable (fsync every write), nometasync, nosync "
+                 "(both survive a process crash, not an OS crash)")
+      ->check(CLI::IsMember({"durable", "nometasync", "nosync"}));
+  AddApply(app, ctx);
+  AddInspect(app, ctx);
+  AddGc(app, ctx);
+  AddDemo(app, ctx);
+  AddBench(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "litetx: %s (see --help)\n", e.what());
+    return kExitUsage;
+  }
+  if (!ctx.run) return Fail(kExitUsage, "no command given (see --help)");
+  return ctx.run();
+}
