@@ -68,4 +68,45 @@ Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
   return TxnOutcome::kAborted;
 }
 
+Result<std::vector<TxnSummary>> Database::ListTransactions() {
+  constexpr std::size_t kPage = 256;
+  engine::Env env{*store_, options_, *options_.clock, *options_.logger};
+  std::vector<TxnSummary> out;
+  std::string cursor;
+  do {
+    engine::Retry retry(env, options_.max_attempts);
+    Result<ScanPage> page = Status::Unavailable("");
+    for (;;) {
+      page = store_->Scan(kTransactionsCollection, cursor, kPage);
+      if (page.ok() || page.code() != Code::kUnavailable || !retry.Next()) break;
+    }
+    if (!page.ok()) return page.status();
+    for (const auto& [id, doc] : page->documents) {
+      TxnSummary t;
+      t.id = id;
+      auto rec = engine::DecodeRecord(doc.value);
+      if (!rec.ok()) {
+        t.corrupt = true;
+        t.error = rec.status().message();
+        out.push_back(std::move(t));
+        continue;
+      }
+      switch (rec->state) {
+        case engine::TxnState::kPending: t.state = TxnOutcome::kPending; break;
+        case engine::TxnState::kCommitted: t.state = TxnOutcome::kCommitted; break;
+        case engine::TxnState::kAborted: t.state = TxnOutcome::kAborted; break;
+      }
+      t.done = rec->done;
+      t.created_ms = rec->created_ms;
+      t.gc_at_ms = rec->gc_at_ms;
+      t.done_at_ms = rec->done_at_ms;
+      t.aborted_by = rec->aborted_by;
+      t.actions = rec->actions.size();
+      out.push_back(std::move(t));
+    }
+    cursor = std::move(page->next_cursor);
+  } while (!cursor.empty());
+  return out;
+}
+
 }  // namespace litetx

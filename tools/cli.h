@@ -6,6 +6,7 @@
 // line per error on stderr ("litetx: <message>"), the exit code below.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,6 +45,9 @@ struct Context {
   std::string log_level = "warn";
   // --sync: LMDB durability for this process: durable, nometasync, nosync.
   std::string lmdb_sync = "durable";
+  // Whether OpenStore may create a missing LMDB directory. Commands that only read or repair
+  // set it to false, so that a mistyped path is an error instead of a new empty store.
+  bool create_store = true;
   // Set by the chosen subcommand's callback; returns the exit code.
   std::function<int()> run;
 };
@@ -62,8 +66,17 @@ Options EngineOptions(const Context& ctx);
 std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
 
 // Parses LITETX_FAULTS: comma-separated items crash-after-writes:K, transient:P,
-// lost-reply:P, seed:N, exit-code:N. Returns kInvalidArgument with a message on a bad item.
+// lost-reply:P, seed:N, exit-code:N, and two scripted faults (docs/cli.md):
+// partition-after-writes:K (the K-th write call lands, its reply is lost, every later call
+// fails with kUnavailable) and stall-write:K:DURATION (sleep before the K-th write call).
+// Returns kInvalidArgument with a message on a bad item.
 Result<FaultOptions> ParseFaults(const std::string& spec);
+
+// Parses a duration: an unsigned integer and a unit, one of ms, s, m, h ("0s", "500ms",
+// "2m"). Returns kInvalidArgument naming the text otherwise.
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
+// A CLI11 check accepting what ParseDuration accepts.
+CLI::Validator DurationCheck();
 
 // Prints `v` as one line of JSON on stdout.
 void PrintJson(const boost::json::value& v);

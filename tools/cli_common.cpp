@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <random>
+#include <thread>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -23,7 +25,73 @@ bool ParseProbability(const std::string& s, double* out) {
   return !s.empty() && end == s.c_str() + s.size() && *out >= 0.0 && *out <= 1.0;
 }
 
+bool IsWrite(StoreOp op) {
+  return op == StoreOp::kCreate || op == StoreOp::kReplace || op == StoreOp::kErase;
+}
+
+// The scripted faults of LITETX_FAULTS (partition-after-writes, stall-write), run as a
+// FaultOptions::rule. A rule replaces the store's own random draws, so it also draws the
+// transient / lost-reply faults itself, the same way (one 64-bit draw per call).
+struct Script {
+  std::uint64_t partition_after = 0;  // 0: none
+  std::uint64_t stall_write = 0;      // 0: none
+  std::chrono::milliseconds stall{0};
+  double transient = 0.0;
+  double lost = 0.0;
+  std::mutex mu;
+  std::mt19937_64 rng;
+  std::uint64_t write_calls = 0;
+  bool partitioned = false;
+
+  Fault Decide(StoreOp op) {
+    std::uint64_t n = 0;
+    double u = 0.0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (partitioned) return Fault::kTransient;
+      if (IsWrite(op)) n = ++write_calls;
+      if (n != 0 && n == partition_after) {
+        partitioned = true;
+        return Fault::kLostReply;
+      }
+      u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    }
+    if (n != 0 && n == stall_write) std::this_thread::sleep_for(stall);
+    if (u < transient) return Fault::kTransient;
+    if (u < transient + lost && IsWrite(op)) return Fault::kLostReply;
+    return Fault::kNone;
+  }
+};
+
 }  // namespace
+
+Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::uint64_t n = 0;
+  std::string_view unit = std::string_view(text).substr(digits);
+  constexpr std::uint64_t kMaxMs = std::uint64_t{1} << 53;  // ~285,000 years: no overflow
+  std::uint64_t scale = 0;
+  if (unit == "ms") scale = 1;
+  else if (unit == "s") scale = 1'000;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  if (scale == 0 || !ParseU64(std::string_view(text).substr(0, digits), &n) ||
+      n > kMaxMs / scale) {
+    return Status::InvalidArgument("bad duration '" + text +
+                                   "' (expected a whole number and ms, s, m or h, e.g. 500ms)");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(n * scale));
+}
+
+CLI::Validator DurationCheck() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        auto d = ParseDuration(s);
+        return d.ok() ? std::string() : d.status().message();
+      },
+      "DURATION", "duration");
+}
 
 std::shared_ptr<spdlog::logger> Logger(const Context& ctx) {
   static std::mutex mu;
@@ -44,6 +112,7 @@ Result<FaultOptions> ParseFaults(const std::string& spec) {
   FaultOptions f;
   f.crash_mode = CrashMode::kExit;
   f.seed = std::random_device{}();
+  auto script = std::make_shared<Script>();
   std::size_t pos = 0;
   while (pos <= spec.size()) {
     std::size_t comma = spec.find(',', pos);
@@ -68,12 +137,34 @@ Result<FaultOptions> ParseFaults(const std::string& spec) {
     } else if (name == "exit-code") {
       ok = ParseU64(value, &n) && n > 0 && n < 256;
       f.exit_code = static_cast<int>(n);
+    } else if (name == "partition-after-writes") {
+      ok = ParseU64(value, &script->partition_after) && script->partition_after > 0;
+    } else if (name == "stall-write") {
+      std::size_t colon2 = value.find(':');
+      ok = colon2 != std::string::npos &&
+           ParseU64(std::string_view(value).substr(0, colon2), &script->stall_write) &&
+           script->stall_write > 0;
+      if (ok) {
+        auto d = ParseDuration(value.substr(colon2 + 1));
+        ok = d.ok();
+        if (ok) script->stall = *d;
+      }
     } else {
       return Status::InvalidArgument("LITETX_FAULTS: unknown item '" + name +
                                      "' (expected crash-after-writes:K, transient:P, "
-                                     "lost-reply:P, seed:N, exit-code:N)");
+                                     "lost-reply:P, seed:N, exit-code:N, "
+                                     "partition-after-writes:K, stall-write:K:DURATION)");
     }
     if (!ok) return Status::InvalidArgument("LITETX_FAULTS: bad value in '" + item + "'");
+  }
+  if (f.transient_probability + f.lost_reply_probability > 1.0) {
+    return Status::InvalidArgument("LITETX_FAULTS: transient + lost-reply exceed 1");
+  }
+  if (script->partition_after != 0 || script->stall_write != 0) {
+    script->transient = f.transient_probability;
+    script->lost = f.lost_reply_probability;
+    script->rng.seed(f.seed);
+    f.rule = [script](StoreOp op, const Key&, std::uint64_t) { return script->Decide(op); };
   }
   return f;
 }
@@ -87,6 +178,7 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
     std::string path = uri.substr(5);
     if (path.empty()) path = kDefaultLmdbPath;
     LmdbOptions lo;
+    lo.create_if_missing = ctx.create_store;
     if (ctx.lmdb_sync == "nometasync") lo.durability = LmdbDurability::kNoMetaSync;
     if (ctx.lmdb_sync == "nosync") lo.durability = LmdbDurability::kNoSync;
     auto opened = LmdbStore::Open(path, lo);

@@ -1,6 +1,297 @@
-// tools/cmd_apply.cpp — placeholder, replaced by the real subcommand.
+// tools/cmd_apply.cpp — `litetx apply FILE|-`: runs one transaction given as JSON.
+//
+// The whole input is read and validated (UTF-8, JSON syntax, the action schema below, then the
+// engine's own transaction checks) before the store is opened, so bad input never touches it.
+// Input: {"actions": [ACTION, ...]} where ACTION is one of
+//   {"op":"insert", "collection", "id", "doc":{...}, "schema_version"?}
+//   {"op":"update", "collection", "id", "set"?:{...}, "unset"?:[...], "version"?, "schema_version"?}
+//   {"op":"adjust", "collection", "id", "by":{field: number...}, "version"?}
+//   {"op":"delete", "collection", "id", "version"?}
+//   {"op":"check",  "collection", "id", "version"}
+// Output: {"outcome": NAME, "txn_id"?, "versions"? (committed), "current_version"? (conflict),
+// "message"? (not committed)} and the outcome's exit code (cli.h). See docs/cli.md.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <set>
+#include <sstream>
+
+#include "engine/validate.h"
 #include "tools/cli.h"
 
 namespace litetx::cli {
-void AddApply(CLI::App&, Context&) {}
+namespace {
+namespace json = boost::json;
+
+struct ApplyArgs {
+  std::string file;
+  std::string busy_timeout;
+  std::string lease;
+  std::string retry_backoff;
+  std::string rollback_timeout;
+  int max_attempts = Options{}.max_attempts;
+};
+
+// Returns the byte offset of the first invalid UTF-8 sequence in `s`, or npos if it is valid
+// (no overlong forms, surrogates or code points above U+10FFFF).
+std::size_t FindInvalidUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    std::uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (std::size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+Status Bad(std::size_t index, const std::string& what) {
+  return Status::InvalidArgument("action " + std::to_string(index) + ": " + what);
+}
+
+// Reads `name` from `o` as a T (an unsigned integer type), if present.
+template <typename T>
+Status OptionalUnsigned(const json::object& o, std::string_view name, std::size_t index,
+                        std::optional<T>* out) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) return Status::Ok();
+  auto n = json::try_value_to<T>(*v);
+  if (!n || v->is_bool()) {
+    return Bad(index, "\"" + std::string(name) + "\" must be an unsigned integer, got " +
+                          json::serialize(*v));
+  }
+  *out = *n;
+  return Status::Ok();
+}
+
+Status ObjectField(const json::object& o, std::string_view name, std::size_t index, bool required,
+                   json::object* out) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) {
+    return required ? Bad(index, "missing \"" + std::string(name) + "\"") : Status::Ok();
+  }
+  if (!v->is_object()) return Bad(index, "\"" + std::string(name) + "\" must be an object");
+  for (const auto& kv : v->get_object()) {
+    if (IsReservedField(kv.key())) {
+      return Bad(index, "field \"" + std::string(kv.key()) + "\" in \"" + std::string(name) +
+                            "\" is reserved (names starting with _ltx belong to litetx)");
+    }
+  }
+  *out = v->get_object();
+  return Status::Ok();
+}
+
+Status StringField(const json::object& o, std::string_view name, std::size_t index,
+                   std::string* out) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) return Bad(index, "missing \"" + std::string(name) + "\"");
+  if (!v->is_string()) return Bad(index, "\"" + std::string(name) + "\" must be a string");
+  *out = std::string(v->get_string());
+  return Status::Ok();
+}
+
+Result<Action> ParseAction(const json::value& v, std::size_t index) {
+  if (!v.is_object()) return Bad(index, "must be an object");
+  const json::object& o = v.get_object();
+  Action a;
+  std::string op;
+  if (Status s = StringField(o, "op", index, &op); !s.ok()) return s;
+  std::set<std::string_view> allowed = {"op", "collection", "id"};
+  if (op == "insert") {
+    a.type = ActionType::kInsert;
+    allowed.insert({"doc", "schema_version"});
+  } else if (op == "update") {
+    a.type = ActionType::kUpdate;
+    allowed.insert({"set", "unset", "version", "schema_version"});
+  } else if (op == "adjust") {
+    a.type = ActionType::kAdjust;
+    allowed.insert({"by", "version"});
+  } else if (op == "delete") {
+    a.type = ActionType::kDelete;
+    allowed.insert("version");
+  } else if (op == "check") {
+    a.type = ActionType::kCheck;
+    allowed.insert("version");
+  } else {
+    return Bad(index, "unknown op \"" + op + "\" (expected insert, update, adjust, delete, check)");
+  }
+  for (const auto& kv : o) {
+    if (!allowed.contains(kv.key())) {
+      return Bad(index, "unknown field \"" + std::string(kv.key()) + "\" for op " + op);
+    }
+  }
+  if (Status s = StringField(o, "collection", index, &a.key.collection); !s.ok()) return s;
+  if (Status s = StringField(o, "id", index, &a.key.id); !s.ok()) return s;
+  if (Status s = ValidateCollection(a.key.collection); !s.ok()) return Bad(index, s.message());
+  if (Status s = ValidateId(a.key.id); !s.ok()) return Bad(index, s.message());
+  if (Status s = OptionalUnsigned(o, "version", index, &a.expected_version); !s.ok()) return s;
+  if (Status s = OptionalUnsigned(o, "schema_version", index, &a.schema_version); !s.ok()) {
+    return s;
+  }
+  Status s;
+  switch (a.type) {
+    case ActionType::kInsert: s = ObjectField(o, "doc", index, true, &a.fields); break;
+    case ActionType::kUpdate: s = ObjectField(o, "set", index, false, &a.fields); break;
+    case ActionType::kAdjust: s = ObjectField(o, "by", index, true, &a.fields); break;
+    case ActionType::kDelete: break;
+    case ActionType::kCheck:
+      if (!a.expected_version) s = Bad(index, "a check needs \"version\"");
+      break;
+  }
+  if (!s.ok()) return s;
+  if (const json::value* u = o.if_contains("unset")) {
+    if (!u->is_array()) return Bad(index, "\"unset\" must be an array of field names");
+    for (const auto& f : u->get_array()) {
+      if (!f.is_string()) return Bad(index, "\"unset\" must be an array of field names");
+      a.unset.emplace_back(f.get_string());
+      if (IsReservedField(a.unset.back())) {
+        return Bad(index, "field \"" + a.unset.back() + "\" in \"unset\" is reserved");
+      }
+    }
+  }
+  return a;
+}
+
+// Parses and validates the whole input. kInvalidArgument with a one-line message otherwise.
+Result<Transaction> ParseTransaction(std::string_view text, const Options& options) {
+  if (std::size_t at = FindInvalidUtf8(text); at != std::string_view::npos) {
+    return Status::InvalidArgument("input is not valid UTF-8 (byte " + std::to_string(at) + ")");
+  }
+  json::stream_parser p;
+  json::error_code ec;
+  std::size_t used = p.write(text.data(), text.size(), ec);
+  if (!ec) p.finish(ec);
+  if (ec) {
+    return Status::InvalidArgument("malformed JSON near byte " + std::to_string(used) + ": " +
+                                   ec.message());
+  }
+  json::value doc = p.release();
+  if (!doc.is_object()) return Status::InvalidArgument("input must be a JSON object");
+  for (const auto& kv : doc.get_object()) {
+    if (kv.key() != "actions") {
+      return Status::InvalidArgument("unknown top-level field \"" + std::string(kv.key()) +
+                                     "\" (expected only \"actions\")");
+    }
+  }
+  const json::value* actions = doc.get_object().if_contains("actions");
+  if (actions == nullptr || !actions->is_array()) {
+    return Status::InvalidArgument("input needs \"actions\": an array of actions");
+  }
+  if (actions->get_array().empty()) return Status::InvalidArgument("\"actions\" is empty");
+  Transaction txn;
+  std::size_t index = 0;
+  for (const auto& v : actions->get_array()) {
+    auto a = ParseAction(v, index++);
+    if (!a.ok()) return a.status();
+    txn.Add(std::move(a).value());
+  }
+  // The engine's own checks (duplicates, set/unset overlap, finite deltas, limits), so that
+  // nothing it would reject reaches the store.
+  if (Status s = engine::ValidateTransaction(txn, options); !s.ok()) return s;
+  return txn;
+}
+
+bool ReadInput(const std::string& file, std::string* out) {
+  if (file == "-") {
+    out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return !std::cin.bad();
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return !in.bad();
+}
+
+// Applies the duration flags to `o`. False (after printing the error) on a bad value.
+bool Tune(const ApplyArgs& args, Options& o) {
+  struct {
+    const std::string& text;
+    std::chrono::milliseconds& field;
+  } durations[] = {{args.busy_timeout, o.busy_timeout},
+                   {args.lease, o.lease},
+                   {args.retry_backoff, o.retry_backoff.initial},
+                   {args.rollback_timeout, o.rollback_timeout}};
+  for (auto& d : durations) {
+    if (d.text.empty()) continue;
+    auto v = ParseDuration(d.text);
+    if (!v.ok()) return false;
+    d.field = *v;
+  }
+  o.max_attempts = args.max_attempts;
+  return true;
+}
+
+int RunApply(Context& ctx, const ApplyArgs& args) {
+  std::string text;
+  if (!ReadInput(args.file, &text)) {
+    return Fail(kExitUsage, "cannot read " + (args.file == "-" ? std::string("stdin") : args.file));
+  }
+  Options options = EngineOptions(ctx);
+  if (!Tune(args, options)) return Fail(kExitUsage, "bad duration flag");
+  auto txn = ParseTransaction(text, options);
+  if (!txn.ok()) return Fail(kExitUsage, "bad transaction: " + txn.status().message());
+
+  int code = kExitOk;
+  auto store = OpenStore(ctx, &code);
+  if (!store) return code;
+  Database db(store, options);
+  auto r = db.Commit(*txn);
+  if (r.code() == Code::kInvalidArgument) {  // e.g. a document over the size limit
+    return Fail(kExitUsage, "bad transaction: " + r.status().message());
+  }
+  json::object out;
+  out["outcome"] = OutcomeName(r.status());
+  if (r.ok()) {
+    out["txn_id"] = r->txn_id;
+    json::array versions;
+    for (std::uint64_t v : r->versions) versions.emplace_back(v);
+    out["versions"] = std::move(versions);
+  } else {
+    const Status& s = r.status();
+    if (!s.txn_id().empty()) out["txn_id"] = s.txn_id();
+    if (s.current_version()) out["current_version"] = *s.current_version();
+    out["message"] = s.message();
+  }
+  PrintJson(out);
+  return OutcomeExit(r.status());
+}
+
+}  // namespace
+
+void AddApply(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<ApplyArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "apply", "Run one transaction given as JSON ({\"actions\":[...]}, see docs/cli.md)");
+  cmd->add_option("file", args->file, "File holding the transaction, or - for stdin")->required();
+  cmd->add_option("--busy-timeout", args->busy_timeout,
+                  "Wait this long for a document held by another transaction (default 2s)")
+      ->check(DurationCheck());
+  cmd->add_option("--lease", args->lease,
+                  "Lease of the transaction: a collector may roll it back after this "
+                  "(default 2m)")
+      ->check(DurationCheck());
+  cmd->add_option("--retry-backoff", args->retry_backoff,
+                  "First wait before retrying a failed store call (default 100ms, doubling)")
+      ->check(DurationCheck());
+  cmd->add_option("--rollback-timeout", args->rollback_timeout,
+                  "Give up an active rollback after this and leave it to the collector "
+                  "(default: never give up)")
+      ->check(DurationCheck());
+  cmd->add_option("--max-attempts", args->max_attempts,
+                  "Attempts at one store call before giving up")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&ctx, args] { ctx.run = [&ctx, args] { return RunApply(ctx, *args); }; });
+}
+
 }  // namespace litetx::cli

@@ -1,6 +1,131 @@
-// tools/cmd_bench.cpp — placeholder, replaced by the real subcommand.
+// tools/cmd_bench.cpp — `litetx bench`: the raw CAS rate of the store named by --store, then
+// transactions of N documents on it (tx/s, latency, counted writes, peak memory) and committed
+// against raw reads. The measurements are in bench/ (litetx_bench); see docs/benchmarks.md.
+#include <charconv>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "bench/bench.h"
 #include "tools/cli.h"
 
 namespace litetx::cli {
-void AddBench(CLI::App&, Context&) {}
+namespace {
+
+struct BenchArgs {
+  std::string duration = "2s";
+  bool quick = false;
+  int threads = 4;
+  int rounds = 4;
+  std::vector<int> sizes{1, 2, 4, 16};
+  bool json = false;
+  bool keep = false;
+};
+
+// "2s", "500ms", "1.5" (seconds) -> milliseconds; false if malformed or not positive.
+bool ParseDuration(const std::string& s, std::chrono::milliseconds* out) {
+  double value = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || value <= 0) return false;
+  std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
+  double ms = 0;
+  if (unit.empty() || unit == "s") {
+    ms = value * 1000;
+  } else if (unit == "ms") {
+    ms = value;
+  } else {
+    return false;
+  }
+  *out = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+  return out->count() > 0;
+}
+
+int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
+  bench::Config config;
+  config.threads = args.threads;
+  config.rounds = args.rounds;
+  config.sizes = args.sizes;
+  config.cleanup = !args.keep;
+  if (args.quick && !duration_given) {
+    config.duration = std::chrono::milliseconds(25);
+  } else if (!ParseDuration(args.duration, &config.duration)) {
+    return Fail(kExitUsage, "bad --duration '" + args.duration + "' (e.g. 2s, 500ms)");
+  }
+  int code = kExitOk;
+  auto store = OpenStore(ctx, &code);
+  if (!store) return code;
+  const bool lmdb = ctx.store_uri.rfind("lmdb", 0) == 0;
+
+  auto on_row = [&](const bench::TxRow& row) {
+    if (args.json) return;
+    std::fputs(bench::TableRow(row).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (!args.json) {
+    std::printf("litetx bench: store %s%s, %.3g s per measurement in %d rounds, %u hardware "
+                "threads\n",
+                ctx.store_uri.c_str(), lmdb ? (" (--sync " + ctx.lmdb_sync + ")").c_str() : "",
+                static_cast<double>(config.duration.count()) / 1000.0, config.rounds,
+                std::thread::hardware_concurrency());
+    std::printf("bound tx/s = raw CAS/s / (2N+3) (N = 1: raw CAS/s); target: ratio >= 0.9 "
+                "and writes/tx <= 2N+3\n\n%s",
+                bench::TableHeader().c_str());
+    std::fflush(stdout);
+  }
+  auto report = bench::Run(store, config, EngineOptions(ctx), on_row);
+  if (!report.ok()) return Fail(kExitStore, "benchmark setup: " + report.status().ToString());
+
+  if (args.json) {
+    boost::json::object out = bench::ToJson(*report).as_object();
+    out["store"] = ctx.store_uri;
+    out["sync"] = lmdb ? boost::json::value(ctx.lmdb_sync) : boost::json::value(nullptr);
+    out["hardware_threads"] = std::thread::hardware_concurrency();
+    PrintJson(out);
+  } else {
+    std::printf("\n%s\n", bench::ReadTable(*report).c_str());
+    std::printf("peak RSS %.1f MB (%.1f MB before the first measurement); targets %s\n",
+                static_cast<double>(report->peak_rss_kb) / 1024.0,
+                static_cast<double>(report->start_rss_kb) / 1024.0,
+                report->all_targets_met() ? "all met" : "NOT all met");
+    std::printf("collection %s: %s\n", report->collection.c_str(),
+                args.keep ? "kept"
+                          : (std::to_string(report->cleaned) + " documents erased; outcome "
+                             "markers are left to the collector")
+                                .c_str());
+  }
+  if (!report->cleanup_error.empty()) {
+    Fail(kExitOk, "cleanup of " + report->collection + ": " + report->cleanup_error);
+  }
+  if (report->errors() > 0) {
+    return Fail(kExitFailed, std::to_string(report->errors()) + " operations failed");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddBench(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure the store's raw CAS rate, then transactions of N documents on it");
+  CLI::Option* duration =
+      cmd->add_option("--duration", args->duration, "Timed length of each measurement (2s, 500ms)");
+  cmd->add_flag("--quick", args->quick, "Tiny measurements (25 ms each), for smoke tests");
+  cmd->add_option("--threads", args->threads,
+                  "Thread count measured besides 1 (each thread has its own documents)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--rounds", args->rounds,
+                  "Slices each measurement is cut into, alternating raw CAS and transactions")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--sizes", args->sizes, "Documents per transaction, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of a table");
+  cmd->add_flag("--keep", args->keep, "Keep the benchmark's documents (collection bench.<pid>)");
+  cmd->callback([&ctx, args, duration] {
+    const bool given = duration->count() > 0;
+    ctx.run = [&ctx, args, given] { return RunBench(ctx, *args, given); };
+  });
+}
+
 }  // namespace litetx::cli

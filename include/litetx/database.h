@@ -44,6 +44,31 @@ enum class TxnOutcome : std::uint8_t {
 };
 const char* TxnOutcomeName(TxnOutcome outcome);
 
+// One ActiveTransaction document (or outcome marker), as Database::ListTransactions sees it.
+struct TxnSummary {
+  // The transaction's id (the document's id in kTransactionsCollection).
+  std::string id;
+  // True if the document could not be decoded as a record; `error` says why and the fields
+  // below are left at their defaults.
+  bool corrupt = false;
+  std::string error;
+  // kPending, kCommitted or kAborted (never kNotFound).
+  TxnOutcome state = TxnOutcome::kPending;
+  // An outcome marker: the transaction is over and every document is settled; kept for
+  // CollectorOptions::outcome_retention so that Outcome() can answer.
+  bool done = false;
+  // Times in ms since the epoch, by the writers' clocks: start, GC timestamp (start + lease,
+  // extended while the coordinator works; a collector may settle it after this), and when it
+  // became an outcome marker (0 unless done).
+  std::int64_t created_ms = 0;
+  std::int64_t gc_at_ms = 0;
+  std::int64_t done_at_ms = 0;
+  // Who rolled it back: "coordinator" or a collector's name; empty if nobody did.
+  std::string aborted_by;
+  // Write actions in its worklist (0 for an outcome marker).
+  std::size_t actions = 0;
+};
+
 class Database {
  public:
   // REQUIRES: store != nullptr.
@@ -81,6 +106,13 @@ class Database {
   // failed commit — the way to settle a kUnknown). Returns it, or kInvalidArgument (bad id),
   // kUnavailable, kCorruption (the record cannot be decoded).
   Result<TxnOutcome> Outcome(std::string_view txn_id);
+
+  // Lists every ActiveTransaction document and outcome marker, in id order, for inspection
+  // (the `litetx txns` command). Not a snapshot: records written or settled meanwhile may or
+  // may not appear. A document that cannot be decoded is listed with `corrupt` set instead of
+  // failing the listing. Returns the list, or kUnavailable (the store kept failing after
+  // Options::max_attempts per page), kCorruption (the store itself could not decode a page).
+  Result<std::vector<TxnSummary>> ListTransactions();
 
   Store& store() { return *store_; }
   const Options& options() const { return options_; }

@@ -1,0 +1,205 @@
+// tests/cli/cli_apply_test.cpp — `litetx apply`: every transaction outcome and its exit code.
+#include <unistd.h>
+
+#include <string>
+
+#include "cli_harness.h"
+#include "litetx/litetx.h"
+
+namespace litetx::clitest {
+namespace {
+namespace json = boost::json;
+
+constexpr const char* kSeed =
+    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
+                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
+constexpr const char* kTransfer =
+    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
+                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
+
+class CliApply : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    RunResult r = Apply(kSeed);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  std::int64_t Balance(const std::string& id) const {
+    json::object o = Get("accounts", id);
+    return o["doc"].as_object()["balance"].to_number<std::int64_t>();
+  }
+};
+
+TEST_F(CliApply, CommittedPrintsTxnIdAndVersions) {
+  RunResult r = Apply(R"({"actions":[
+      {"op":"update","collection":"accounts","id":"a1","version":1,"set":{"owner":"ann"},"unset":["balance"]},
+      {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":-5}},
+      {"op":"insert","collection":"c","id":"x","doc":{"k":"v"},"schema_version":3},
+      {"op":"check","collection":"accounts","id":"a2","version":1}]})");
+  // a2 is both adjusted and checked: the engine refuses a document named twice.
+  EXPECT_EQ(r.code, 2);
+  r = Apply(R"({"actions":[
+      {"op":"update","collection":"accounts","id":"a1","version":1,"set":{"owner":"ann"},"unset":["balance"]},
+      {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":-5}},
+      {"op":"insert","collection":"c","id":"x","doc":{"k":"v"},"schema_version":3}]})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json::object o = r.Json();
+  EXPECT_EQ(o["outcome"], "committed");
+  EXPECT_TRUE(o["txn_id"].is_string());
+  EXPECT_EQ(json::serialize(o["versions"]), "[2,2,1]");
+  EXPECT_EQ(json::serialize(Get("accounts", "a1")["doc"]), R"({"owner":"ann"})");
+  EXPECT_EQ(Balance("a2"), 45);
+  json::object x = Get("c", "x");
+  EXPECT_EQ(x["schema_version"], 3);
+  EXPECT_EQ(x["last_writer"], o["txn_id"]);
+
+  r = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x","version":1},
+                            {"op":"check","collection":"accounts","id":"a2","version":2}]})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::serialize(r.Json()["versions"]), "[3,2]");  // a tombstone gets v+2
+  EXPECT_EQ(Get("c", "x")["status"], "deleted");
+}
+
+TEST_F(CliApply, ReadsStdin) {
+  RunResult r = Cli({"apply", "-"}, "",
+                    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":1}}]})");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Balance("a1"), 101);
+}
+
+TEST_F(CliApply, ConflictReportsCurrentVersion) {
+  std::string before = ScanText("accounts");
+  RunResult r = Apply(R"({"actions":[{"op":"adjust","collection":"accounts","id":"a2","by":{"balance":1}},
+      {"op":"update","collection":"accounts","id":"a1","version":7,"set":{"k":1}}]})");
+  EXPECT_EQ(r.code, 10) << r.err;
+  json::object o = r.Json();
+  EXPECT_EQ(o["outcome"], "conflict");
+  EXPECT_EQ(o["current_version"], 1);
+  EXPECT_TRUE(o["message"].is_string());
+  EXPECT_EQ(ScanText("accounts"), before);
+  // An insert over a live document is a conflict too.
+  r = Apply(R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{}}]})");
+  EXPECT_EQ(r.code, 10);
+}
+
+TEST_F(CliApply, NotFoundDeletedAndFailedPrecondition) {
+  RunResult r = Apply(R"({"actions":[{"op":"update","collection":"accounts","id":"zz","set":{"a":1}}]})");
+  EXPECT_EQ(r.code, 13);
+  EXPECT_EQ(r.Json()["outcome"], "not_found");
+
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"accounts","id":"a2"}]})").code, 0);
+  r = Apply(R"({"actions":[{"op":"check","collection":"accounts","id":"a2","version":2}]})");
+  EXPECT_EQ(r.code, 12);
+  EXPECT_EQ(r.Json()["outcome"], "deleted");
+
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"update","collection":"accounts","id":"a1","set":{"s":"x"}}]})").code, 0);
+  r = Apply(R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"s":1}}]})");
+  EXPECT_EQ(r.code, 17);
+  EXPECT_EQ(r.Json()["outcome"], "failed_precondition");
+}
+
+TEST_F(CliApply, BusyWhileACrashedCoordinatorHoldsTheDocument) {
+  // Record + a1 written, then the coordinator "dies": a1 stays held by a pending transaction.
+  RunResult crash = Apply(kTransfer, "crash-after-writes:2");
+  ASSERT_EQ(crash.code, 86) << crash.err;
+  json::object raw = Cli({"get", "--uncommitted", "accounts", "a1"}).Json();
+  EXPECT_TRUE(raw["txn"].is_string());
+  EXPECT_EQ(Balance("a1"), 100);  // read committed: the pre-image
+
+  RunResult r = Apply(R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":1}}]})",
+                      "", {"--busy-timeout", "50ms"});
+  EXPECT_EQ(r.code, 11) << r.err;
+  EXPECT_EQ(r.Json()["outcome"], "busy");
+  EXPECT_EQ(Unsettled(), 1);
+}
+
+TEST_F(CliApply, AbortedWhenACollectorClaimsAStalledTransaction) {
+  // The coordinator stalls before its commit flip (write 4); a collector claims it meanwhile.
+  Child apply = Start(With({"apply", "-"}), "stall-write:4:1500ms", kTransfer);
+  bool pending = false;
+  for (int i = 0; i < 100 && !pending; ++i) {
+    pending = Cli({"get", "--uncommitted", "accounts", "a2"}).Json().contains("txn");
+    if (!pending) ::usleep(10'000);
+  }
+  ASSERT_TRUE(pending) << "the transaction never held a2";
+  RunResult gc = Cli({"gc", "--once", "--older-than", "0s"});
+  EXPECT_EQ(gc.code, 0) << gc.err;
+  EXPECT_EQ(gc.Json()["reversed"], 1);
+  RunResult r = Finish(apply);
+  EXPECT_EQ(r.code, 14) << r.out << r.err;
+  EXPECT_EQ(r.Json()["outcome"], "aborted");
+  EXPECT_EQ(Balance("a1"), 100);
+  EXPECT_EQ(Balance("a2"), 50);
+}
+
+TEST_F(CliApply, UnknownWhenTheReplyIsLostAndTheStoreGoesAway) {
+  // One action: the write lands, its reply is lost and the read that would resolve it fails.
+  RunResult r = Apply(R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":1}}]})",
+                      "partition-after-writes:1", {"--retry-backoff", "1ms"});
+  EXPECT_EQ(r.code, 15) << r.err;
+  json::object o = r.Json();
+  EXPECT_EQ(o["outcome"], "unknown");
+  // Settling a one-action unknown: the document's last writer is the transaction.
+  EXPECT_EQ(Get("accounts", "a1")["last_writer"], o["txn_id"]);
+
+  // Two actions: the commit flip (write 4) lands unseen; the collector finishes it.
+  r = Apply(kTransfer, "partition-after-writes:4", {"--retry-backoff", "1ms"});
+  EXPECT_EQ(r.code, 15) << r.err;
+  EXPECT_EQ(Unsettled(), 1);
+  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "0s"}).code, 0);
+  EXPECT_EQ(Unsettled(), 0);
+  EXPECT_EQ(Balance("a1"), 71);
+  EXPECT_EQ(Balance("a2"), 80);
+}
+
+TEST_F(CliApply, UnavailableWhenTheStoreFails) {
+  std::string before = ScanText("accounts");
+  RunResult r = Apply(kTransfer, "transient:1", {"--retry-backoff", "1ms"});
+  EXPECT_EQ(r.code, 16) << r.err;
+  EXPECT_EQ(r.Json()["outcome"], "unavailable");
+  EXPECT_EQ(ScanText("accounts"), before);
+  EXPECT_EQ(Unsettled(), 0);
+}
+
+TEST_F(CliApply, CorruptionOnAnUndecodableDocument) {
+  {
+    auto store = LmdbStore::Open(path_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Create({"accounts", "bad"}, {{"no", "metadata"}}).ok());
+  }
+  RunResult r = Apply(R"({"actions":[{"op":"update","collection":"accounts","id":"bad","set":{"a":1}}]})");
+  EXPECT_EQ(r.code, 18) << r.err;
+  EXPECT_EQ(r.Json()["outcome"], "corruption");
+  RunResult g = Cli({"get", "accounts", "bad"});
+  EXPECT_EQ(g.code, 18);
+  EXPECT_NE(g.err.find("litetx: "), std::string::npos);
+}
+
+// The crash-test recipe of docs/cli.md: kill the coordinator after every write of a
+// two-document transaction (2N+3 = 7 writes), settle with the collector, and check that the
+// transfer happened completely or not at all.
+TEST_F(CliApply, CrashAfterEveryWriteLeavesAllOrNothing) {
+  std::int64_t a1 = 100, a2 = 50;
+  for (int k = 1; k <= 8; ++k) {
+    SCOPED_TRACE("crash-after-writes:" + std::to_string(k));
+    RunResult r = Apply(kTransfer, "crash-after-writes:" + std::to_string(k));
+    EXPECT_EQ(r.code, k <= 7 ? 86 : 0) << r.err;
+    RunResult gc = Cli({"gc", "--once", "--older-than", "0s"});
+    EXPECT_EQ(gc.code, 0) << gc.err;
+    std::int64_t b1 = Balance("a1"), b2 = Balance("a2");
+    bool before = b1 == a1 && b2 == a2;
+    bool after = b1 == a1 - 30 && b2 == a2 + 30;
+    EXPECT_TRUE(before || after) << b1 << " " << b2;
+    if (k >= 4) {
+      EXPECT_TRUE(after);  // the commit flip (write 4) had landed
+    } else {
+      EXPECT_TRUE(before);
+    }
+    EXPECT_EQ(Unsettled(), 0);
+    a1 = b1;
+    a2 = b2;
+  }
+}
+
+}  // namespace
+}  // namespace litetx::clitest

@@ -1,0 +1,137 @@
+// tests/cli/cli_gc_test.cpp — `litetx gc`: counters, --older-than, --purge, failures, and the
+// background mode stopped by a signal.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli_harness.h"
+#include "litetx/litetx.h"
+
+namespace litetx::clitest {
+namespace {
+namespace json = boost::json;
+
+constexpr const char* kPair =
+    R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}},
+                   {"op":"insert","collection":"c","id":"y","doc":{"n":2}}]})";
+
+TEST_F(CliTest, GcOnceFinishesAndReversesWithOlderThan) {
+  // Committed but unfinished (crash right after the commit flip, write 4).
+  ASSERT_EQ(Apply(kPair, "crash-after-writes:4").code, 86);
+  // Uncommitted (crash after the record and one document).
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"d","id":"x","doc":{}},
+                                  {"op":"insert","collection":"d","id":"y","doc":{}}]})",
+                  "crash-after-writes:2").code, 86);
+  EXPECT_EQ(Unsettled(), 2);
+
+  // Within their lease (2 minutes) the collector leaves both alone...
+  RunResult r = Cli({"gc", "--once"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, R"({"runs":1,"finished":0,"reversed":0,"failed":0,"purged":0,"status":"ok"})" "\n");
+  EXPECT_EQ(Unsettled(), 2);
+
+  // ...but --older-than 0s treats everything as stale.
+  r = Cli({"gc", "--once", "--older-than", "0s", "--name", "gc-test"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json::object o = r.Json();
+  EXPECT_EQ(o["finished"], 1);
+  EXPECT_EQ(o["reversed"], 1);
+  EXPECT_EQ(o["failed"], 0);
+  EXPECT_EQ(Unsettled(), 0);
+  EXPECT_EQ(Get("c", "y")["status"], "found");
+  EXPECT_EQ(Get("d", "x")["status"], "not_found");
+  bool named = false;
+  json::object txns = Cli({"txns"}).Json();
+  for (const json::value& t : txns["transactions"].as_array()) {
+    named = named || (t.as_object().contains("aborted_by") && t.as_object().at("aborted_by") == "gc-test");
+  }
+  EXPECT_TRUE(named) << "the claimed record should name its collector";
+}
+
+TEST_F(CliTest, GcPurgesTombstonesOfListedCollections) {
+  ASSERT_EQ(Apply(kPair).code, 0);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
+                                  {"op":"delete","collection":"c","id":"y"}]})").code, 0);
+  ::usleep(5'000);
+  // Default retention (24h): nothing to purge yet; unlisted collections are never purged.
+  EXPECT_EQ(Cli({"gc", "--once", "--purge", "c"}).Json()["purged"], 0);
+  EXPECT_EQ(Cli({"gc", "--once", "--purge", "other", "--tombstone-retention", "0s"}).Json()["purged"], 0);
+  RunResult r = Cli({"gc", "--once", "--purge", "other", "--purge", "c", "--tombstone-retention", "0s"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.Json()["purged"], 2);
+  EXPECT_EQ(Get("c", "x")["status"], "not_found");
+  EXPECT_EQ(Cli({"scan", "c", "--include-deleted"}).Json()["count"], 0);
+}
+
+TEST_F(CliTest, GcFailureExitsOneAndStillPrintsCounters) {
+  ASSERT_EQ(Apply(kPair, "crash-after-writes:4").code, 86);
+  {
+    auto store = LmdbStore::Open(path_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Create({std::string(kTransactionsCollection), "bad"},
+                                 {{"state", "pending"}}).ok());
+  }
+  RunResult r = Cli({"gc", "--once", "--older-than", "0s"});
+  EXPECT_EQ(r.code, 1);
+  json::object o = r.Json();
+  EXPECT_EQ(o["status"], "corruption");
+  EXPECT_EQ(o["failed"], 1);
+  EXPECT_EQ(o["finished"], 1);  // it went on with the other record
+  EXPECT_NE(r.err.find("litetx: gc: corruption"), std::string::npos) << r.err;
+}
+
+// Waits until a thread of process `pid` blocks `sig`: gc blocks SIGINT and SIGTERM before it
+// starts the collector's thread (which inherits the mask) and then waits for them, so once
+// that thread exists the signal can no longer kill the process while it is starting. (The
+// main thread's own mask cannot be checked: sigwait unblocks the set while it waits.)
+bool WaitBlocked(pid_t pid, int sig) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream status(task.path() / "status");
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.rfind("SigBlk:", 0) == 0 &&
+            (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1) & 1) != 0) {
+          return true;
+        }
+      }
+    }
+    ::usleep(5'000);
+  }
+  return false;
+}
+
+TEST_F(CliTest, GcBackgroundRunsUntilSignalled) {
+  ASSERT_EQ(Apply(kPair, "crash-after-writes:4").code, 86);
+  Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "0s"}));
+  bool settled = false;
+  for (int i = 0; i < 200 && !settled; ++i) {
+    settled = Unsettled() == 0;
+    if (!settled) ::usleep(10'000);
+  }
+  EXPECT_TRUE(settled);
+  ASSERT_TRUE(WaitBlocked(gc.pid, SIGTERM));
+  ASSERT_EQ(::kill(gc.pid, SIGTERM), 0);
+  RunResult r = Finish(gc);
+  EXPECT_EQ(r.code, 0) << r.err;
+  json::object o = r.Json();
+  EXPECT_EQ(o["status"], "stopped");
+  EXPECT_EQ(o["signal"], "SIGTERM");
+  EXPECT_GE(o["runs"].to_number<std::int64_t>(), 1);
+  EXPECT_EQ(o["finished"], 1);
+
+  gc = Start(With({"gc"}));
+  ASSERT_TRUE(WaitBlocked(gc.pid, SIGINT));
+  ASSERT_EQ(::kill(gc.pid, SIGINT), 0);
+  r = Finish(gc);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.Json()["signal"], "SIGINT");
+}
+
+}  // namespace
+}  // namespace litetx::clitest

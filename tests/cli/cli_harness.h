@@ -1,0 +1,73 @@
+// tests/cli/cli_harness.h — runs the `litetx` binary (LITETX_CLI_PATH) as a child process for
+// the CLI tests, and a fixture giving each test its own temporary store directory.
+//
+// Children are started with posix_spawn; stdin is fed from a string, stdout and stderr are
+// captured. LITETX_FAULTS is never inherited from the test's environment: each call says
+// which faults (if any) the child gets.
+//
+// Thread safety: none needed (tests run on one thread; a Child belongs to one test).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+namespace litetx::clitest {
+
+struct RunResult {
+  int code = -1;    // exit status; 128 + signal number if the child was killed
+  std::string out;  // stdout
+  std::string err;  // stderr
+  // stdout parsed as one JSON object (an empty object, and a test failure, if it is not one).
+  boost::json::object Json() const;
+};
+
+// A child started in the background; Finish() waits for it.
+struct Child {
+  pid_t pid = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+};
+
+// Starts `litetx args...` with LITETX_FAULTS=faults (unset when empty) and stdin = `input`.
+Child Start(const std::vector<std::string>& args, const std::string& faults = "",
+            const std::string& input = "");
+// Collects the output of `child` and waits for it to exit.
+RunResult Finish(Child child);
+// Start + Finish.
+RunResult RunCli(const std::vector<std::string>& args, const std::string& faults = "",
+              const std::string& input = "");
+
+// A fresh directory per test (removed afterwards) holding an LMDB store "db". TearDown also
+// kills (SIGKILL) any child that a test started and did not Finish, e.g. after a failed ASSERT.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Global flags selecting this test's store (LMDB without fsync: survives process crashes,
+  // which is all these tests need) followed by `args`.
+  std::vector<std::string> With(std::vector<std::string> args) const;
+  // `litetx <store flags> args...`.
+  RunResult Cli(std::vector<std::string> args, const std::string& faults = "",
+                const std::string& input = "") const;
+  // Writes `txn_json` to a file and runs `apply FILE extra...`.
+  RunResult Apply(const std::string& txn_json, const std::string& faults = "",
+                  std::vector<std::string> extra = {}) const;
+  // `get COLL ID` parsed; a test failure if the command fails.
+  boost::json::object Get(const std::string& collection, const std::string& id) const;
+  // The stdout of `scan COLL --include-deleted` (to compare states before and after).
+  std::string ScanText(const std::string& collection) const;
+  // Number of records `txns` lists that are not outcome markers (pending or unfinished).
+  std::int64_t Unsettled() const;
+
+  std::string dir_;    // the temporary directory
+  std::string path_;   // dir_ + "/db"
+  std::string store_;  // "lmdb:" + path_
+};
+
+}  // namespace litetx::clitest

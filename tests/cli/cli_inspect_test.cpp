@@ -1,0 +1,138 @@
+// tests/cli/cli_inspect_test.cpp — `litetx get`, `scan` and `txns`.
+#include <string>
+
+#include "cli_harness.h"
+#include "litetx/litetx.h"
+
+namespace litetx::clitest {
+namespace {
+namespace json = boost::json;
+
+TEST_F(CliTest, GetFoundNotFoundAndDeleted) {
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"a":[1,2]},"schema_version":2},
+                                  {"op":"insert","collection":"c","id":"y","doc":{"b":true}}]})").code, 0);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"y","version":1}]})").code, 0);
+
+  json::object x = Get("c", "x");
+  EXPECT_EQ(x["status"], "found");
+  EXPECT_EQ(x["version"], 1);
+  EXPECT_EQ(x["schema_version"], 2);
+  EXPECT_EQ(json::serialize(x["doc"]), R"({"a":[1,2]})");  // user fields only, no _ltx
+
+  json::object y = Get("c", "y");
+  EXPECT_EQ(y["status"], "deleted");
+  EXPECT_EQ(y["version"], 3);  // a tombstone gets v+2
+  EXPECT_FALSE(y.contains("doc"));
+
+  EXPECT_EQ(json::serialize(Get("c", "nope")), R"({"status":"not_found"})");
+
+  RunResult bad = Cli({"get", "__litetx.txn", "x"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("reserved"), std::string::npos);
+}
+
+TEST_F(CliTest, GetUncommittedShowsTheHolder) {
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}}]})").code, 0);
+  // Insert z and update x, crashing once both are held (record + 2 writes).
+  RunResult crash = Apply(R"({"actions":[{"op":"update","collection":"c","id":"x","set":{"n":2}},
+                                         {"op":"insert","collection":"c","id":"z","doc":{"n":3}}]})",
+                          "crash-after-writes:3");
+  ASSERT_EQ(crash.code, 86);
+  json::object raw = Cli({"get", "--uncommitted", "c", "x"}).Json();
+  EXPECT_EQ(json::serialize(raw["doc"]), R"({"n":2})");
+  EXPECT_TRUE(raw["txn"].is_string());
+  EXPECT_EQ(raw["deleting"], false);
+  EXPECT_EQ(json::serialize(Get("c", "x")["doc"]), R"({"n":1})");  // committed view
+  EXPECT_EQ(Get("c", "z")["status"], "not_found");
+}
+
+TEST_F(CliTest, ScanListsTheCommittedView) {
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"b","doc":{"n":2}},
+                                  {"op":"insert","collection":"c","id":"a","doc":{"n":1}},
+                                  {"op":"insert","collection":"c","id":"d","doc":{"n":4}},
+                                  {"op":"insert","collection":"other","id":"o","doc":{}}]})").code, 0);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"d"}]})").code, 0);
+  // A rolled-back insert of c/e leaves a placeholder (the collector reverses it after the
+  // coordinator died holding it); an uncommitted update of c/a stays held.
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"e","doc":{}},
+                                  {"op":"update","collection":"other","id":"o","set":{"y":1}}]})",
+                  "crash-after-writes:2").code, 86);
+  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "0s"}).code, 0);
+  ASSERT_EQ(Cli({"get", "--uncommitted", "c", "e"}).Json()["status"], "not_found");
+  {
+    auto store = LmdbStore::Open(path_);
+    ASSERT_TRUE(store.ok());
+    auto e = (*store)->Get({"c", "e"});
+    ASSERT_TRUE(e.ok() && e->has_value()) << "expected a placeholder document for c/e";
+  }
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"update","collection":"c","id":"a","set":{"n":9}},
+                                  {"op":"insert","collection":"c","id":"f","doc":{}}]})",
+                  "crash-after-writes:2").code, 86);
+  RunResult r = Cli({"scan", "c"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            R"({"collection":"c","count":2,"documents":[)"
+            R"({"id":"a","status":"found","version":1,"schema_version":1,"doc":{"n":1}},)"
+            R"({"id":"b","status":"found","version":1,"schema_version":1,"doc":{"n":2}}]})"
+            "\n");
+  json::object all = Cli({"scan", "c", "--include-deleted"}).Json();
+  EXPECT_EQ(all["count"], 3);
+  EXPECT_EQ(json::serialize(all["documents"].as_array()[2]), R"({"id":"d","status":"deleted","version":3})");
+  EXPECT_EQ(Cli({"scan", "empty"}).Json()["count"], 0);
+  EXPECT_EQ(Cli({"scan", ""}).code, 2);
+}
+
+TEST_F(CliTest, TxnsListsRecordsAndCorruptOnes) {
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{}},
+                                  {"op":"insert","collection":"c","id":"y","doc":{}}]})").code, 0);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
+                                  {"op":"delete","collection":"c","id":"y"}]})",
+                  "crash-after-writes:1").code, 86);
+  {
+    auto store = LmdbStore::Open(path_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Create({std::string(kTransactionsCollection), "zzzz"},
+                                 {{"state", "sideways"}}).ok());
+  }
+  json::object o = Cli({"txns"}).Json();
+  EXPECT_EQ(o["count"], 3);
+  EXPECT_EQ(o["unsettled"], 1);
+  int done = 0, pending = 0, corrupt = 0;
+  for (const json::value& v : o["transactions"].as_array()) {
+    json::object t = v.as_object();
+    if (t["state"] == "corrupt") {
+      ++corrupt;
+      EXPECT_EQ(t["id"], "zzzz");
+      EXPECT_TRUE(t["error"].is_string());
+    } else if (t["state"] == "pending") {
+      ++pending;
+      EXPECT_EQ(t["done"], false);
+      EXPECT_EQ(t["actions"], 2);
+      EXPECT_GE(t["age_ms"].to_number<std::int64_t>(), 0);
+      // Default lease: 2 minutes, of which little has passed.
+      EXPECT_GT(t["lease_remaining_ms"].to_number<std::int64_t>(), 60'000);
+    } else {
+      ++done;
+      EXPECT_EQ(t["state"], "committed");
+      EXPECT_EQ(t["done"], true);
+      EXPECT_EQ(t["actions"], 0);
+    }
+  }
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(pending, 1);
+  EXPECT_EQ(corrupt, 1);
+}
+
+TEST_F(CliTest, ReadFailuresExitWithTheStatusCode) {
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{}}]})").code, 0);
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"get", "c", "x"},
+                                       {"scan", "c"}, {"txns"}}) {
+    RunResult r = Cli(cmd, "transient:1");
+    EXPECT_EQ(r.code, 16) << cmd[0] << ": " << r.err;  // unavailable
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("litetx: "), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace litetx::clitest
