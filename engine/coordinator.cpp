@@ -1,11 +1,13 @@
 #include "engine/coordinator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include <boost/json.hpp>
 
+#include "engine/contention.h"
 #include "engine/meta.h"
 #include "engine/record.h"
 #include "engine/repair.h"
@@ -26,6 +28,7 @@ struct Slot {
   Prepared prep;
   bool existed = false;       // a stored document existed at the pre-read
   Revision read_revision = 0;  // its revision then
+  std::size_t record_index = 0;  // its entry in the record's worklist (write actions)
   bool sent = false;          // an apply write was sent (it may have landed)
   bool landed = false;        // the apply write is known to have landed...
   Revision held_revision = 0;  // ...giving this revision
@@ -40,16 +43,23 @@ Result<Revision> WriteAt(Store& store, const Key& key, bool existed, Revision re
 // One call of Coordinator::Commit.
 class CommitRun {
  public:
-  CommitRun(const Env& env, std::string id)
-      : env_(env), id_(std::move(id)), record_key_{std::string(kTransactionsCollection), id_} {}
+  CommitRun(const Env& env, const CommitRequest& request)
+      : env_(env),
+        id_(request.id),
+        priority_ms_(request.priority_ms),
+        holding_locks_(request.holding_locks),
+        record_key_{std::string(kTransactionsCollection), id_} {}
 
   Result<CommitInfo> Execute(const Transaction& txn);
 
  private:
   Status PrepareSlot(Slot& slot);
+  Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   Status WriteRecord();
+  Status ReplaceRecord(TxnRecord updated);
   Status ApplyOne(Slot& slot);
+  Status Reacquire(Slot& slot);
   Status RevalidateChecks();
   Status CommitPoint();
   void Finish();
@@ -64,6 +74,8 @@ class CommitRun {
 
   const Env& env_;
   std::string id_;
+  std::int64_t priority_ms_;
+  bool holding_locks_;
   Key record_key_;
   std::vector<Slot> slots_;
   TxnRecord record_;
@@ -73,21 +85,24 @@ class CommitRun {
 };
 
 Status CommitRun::PrepareSlot(Slot& slot) {
-  auto cur = ReadSettled(env_, slot.action->key, "");
+  Waiter waiter{id_, priority_ms_, holding_locks_};
+  auto cur = AwaitFree(env_, slot.action->key, waiter, slot.is_write() ? Need::kWrite : Need::kCheck);
   if (!cur.ok()) return cur.status();
   auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version);
   if (!p.ok()) return p.status();
   slot.prep = std::move(p).value();
   slot.existed = cur->has_value();
   slot.read_revision = slot.existed ? (*cur)->revision : 0;
-  if (slot.is_write()) {
-    std::size_t bytes = std::max(json::serialize(slot.prep.held).size(),
-                                 json::serialize(slot.prep.final).size());
-    if (bytes > env_.options.max_document_bytes) {
-      return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
-                                     std::to_string(bytes) + " bytes, over the limit of " +
-                                     std::to_string(env_.options.max_document_bytes));
-    }
+  return slot.is_write() ? CheckSize(slot) : Status::Ok();
+}
+
+Status CommitRun::CheckSize(const Slot& slot) const {
+  std::size_t bytes = std::max(json::serialize(slot.prep.held).size(),
+                               json::serialize(slot.prep.final).size());
+  if (bytes > env_.options.max_document_bytes) {
+    return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
+                                   std::to_string(bytes) + " bytes, over the limit of " +
+                                   std::to_string(env_.options.max_document_bytes));
   }
   return Status::Ok();
 }
@@ -175,8 +190,10 @@ Status CommitRun::WriteRecord() {
   record_.state = TxnState::kPending;
   record_.created_ms = env_.clock.NowMillis();
   record_.gc_at_ms = record_.created_ms + env_.options.lease.count();
-  for (const Slot& s : slots_) {
+  record_.priority_ms = priority_ms_ != 0 ? priority_ms_ : record_.created_ms;
+  for (Slot& s : slots_) {
     if (!s.is_write()) continue;
+    s.record_index = record_.actions.size();
     record_.actions.push_back(s.prep.work);
     record_.actions.back().existed = s.existed;
     record_.actions.back().read_revision = s.read_revision;
@@ -221,13 +238,17 @@ Status CommitRun::KeepLease() {
   // Past half the lease: push the GC timestamp out so no collector takes a live transaction.
   TxnRecord extended = record_;
   extended.gc_at_ms = now + lease;
-  json::object value = EncodeRecord(extended);
+  return ReplaceRecord(std::move(extended));
+}
+
+Status CommitRun::ReplaceRecord(TxnRecord updated) {
+  json::object value = EncodeRecord(updated);
   Retry retry = ForwardRetry();
   for (;;) {
     auto r = env_.store.Replace(record_key_, record_revision_, value);
     if (r.ok()) {
       record_revision_ = *r;
-      record_ = std::move(extended);
+      record_ = std::move(updated);
       return Status::Ok();
     }
     if (r.code() != Code::kUnavailable && r.code() != Code::kConflict && r.code() != Code::kUnknown) {
@@ -239,22 +260,60 @@ Status CommitRun::KeepLease() {
     auto rec = DecodeRecord((*g)->value);
     if (!rec.ok()) return Status::Corruption("own record: " + rec.status().message());
     if (rec->state != TxnState::kPending) {
-      return Status::Aborted("transaction " + id_ + " was rolled back by a collector (" +
-                             rec->aborted_by + ")");
+      return Status::Aborted("transaction " + id_ + " was rolled back by " +
+                             (rec->aborted_by.empty() ? std::string("a collector") : rec->aborted_by));
     }
     record_revision_ = (*g)->revision;
-    if (rec->gc_at_ms == extended.gc_at_ms) {  // our lost-reply write landed
-      record_ = std::move(extended);
+    if ((*g)->value == value) {  // our lost-reply write landed
+      record_ = std::move(updated);
       return Status::Ok();
     }
-    if (!retry.Next()) return Status::Unavailable("could not extend the transaction's lease");
+    if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
   }
+}
+
+Status CommitRun::Reacquire(Slot& slot) {
+  const Key& key = slot.action->key;
+  // This transaction holds documents now: wait only for younger blockers (wait-die).
+  auto cur = AwaitFree(env_, key, Waiter{id_, priority_ms_, true}, Need::kWrite);
+  if (!cur.ok()) return cur.status();
+  if (cur->has_value()) {
+    auto m = DecodeMeta((**cur).value);
+    if (m.ok() && m->txn == id_) {  // an earlier write of ours landed after all
+      slot.landed = true;
+      slot.held_revision = (**cur).revision;
+      return Status::Ok();
+    }
+  }
+  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version);
+  if (!p.ok()) return p.status();
+  Slot next = slot;
+  next.prep = std::move(p).value();
+  next.existed = cur->has_value();
+  next.read_revision = next.existed ? (**cur).revision : 0;
+  if (Status st = CheckSize(next); !st.ok()) return st;
+  // Record the new reversing data (and the revision a collector would fence) before writing.
+  TxnRecord updated = record_;
+  WorkAction& work = updated.actions[slot.record_index];
+  work = next.prep.work;
+  work.existed = next.existed;
+  work.read_revision = next.read_revision;
+  json::object value = EncodeRecord(updated);
+  if (json::serialize(value).size() > env_.options.max_record_bytes) {
+    return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
+                                   std::to_string(env_.options.max_record_bytes) + " bytes");
+  }
+  if (Status st = ReplaceRecord(std::move(updated)); !st.ok()) return st;
+  slot = std::move(next);
+  return Status::Ok();
 }
 
 Status CommitRun::ApplyOne(Slot& slot) {
   const Key& key = slot.action->key;
   if (Status s = KeepLease(); !s.ok()) return s;
   Retry retry = ForwardRetry();
+  constexpr int kMaxReacquire = 16;
+  int reacquired = 0;
   for (;;) {
     slot.sent = true;
     auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.held);
@@ -264,8 +323,15 @@ Status CommitRun::ApplyOne(Slot& slot) {
       return Status::Ok();
     }
     switch (w.code()) {
-      case Code::kConflict:
-        return Status::Conflict(Where(key) + " changed while the transaction ran");
+      case Code::kConflict: {
+        // Changed since it was read (written, held or locked by another transaction).
+        if (++reacquired > kMaxReacquire) {
+          return Status::Conflict(Where(key) + " kept changing while the transaction ran");
+        }
+        if (Status st = Reacquire(slot); !st.ok()) return st;
+        if (slot.landed) return Status::Ok();
+        continue;
+      }
       case Code::kUnavailable:
         if (!retry.Next()) return Status::Unavailable(Where(key) + ": " + w.status().message());
         continue;
@@ -282,7 +348,14 @@ Status CommitRun::ApplyOne(Slot& slot) {
         }
         bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
                                         : !slot.existed;
-        if (!unchanged) return Status::Conflict(Where(key) + " changed while the transaction ran");
+        if (!unchanged) {
+          if (++reacquired > kMaxReacquire) {
+            return Status::Conflict(Where(key) + " kept changing while the transaction ran");
+          }
+          if (Status st = Reacquire(slot); !st.ok()) return st;
+          if (slot.landed) return Status::Ok();
+          continue;
+        }
         if (!retry.Next()) return Status::Unavailable(Where(key) + ": write reply lost");
         continue;
       }
@@ -295,7 +368,7 @@ Status CommitRun::ApplyOne(Slot& slot) {
 Status CommitRun::RevalidateChecks() {
   for (Slot& s : slots_) {
     if (s.is_write()) continue;
-    auto cur = ReadSettled(env_, s.action->key, id_);
+    auto cur = AwaitFree(env_, s.action->key, Waiter{id_, priority_ms_, true}, Need::kCheck);
     if (!cur.ok()) return cur.status();
     auto p = Prepare(*s.action, *cur, id_, env_.options.default_schema_version);
     if (!p.ok()) return p.status();
@@ -548,12 +621,13 @@ std::string Coordinator::NewTxnId() {
   return buf;
 }
 
-Result<CommitInfo> Coordinator::Commit(const Transaction& txn) {
+Result<CommitInfo> Coordinator::Commit(const Transaction& txn, CommitRequest request) {
   if (Status s = ValidateTransaction(txn, env_.options); !s.ok()) return s;
-  std::string id = NewTxnId();
-  CommitRun run(env_, id);
+  if (request.id.empty()) request.id = NewTxnId();
+  if (request.priority_ms == 0) request.priority_ms = env_.clock.NowMillis();
+  CommitRun run(env_, request);
   auto r = run.Execute(txn);
-  if (!r.ok()) return r.status().WithTxnId(std::move(id));
+  if (!r.ok()) return r.status().WithTxnId(std::move(request.id));
   return r;
 }
 

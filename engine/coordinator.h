@@ -14,9 +14,13 @@
 // Failure before 3 rolls back (record -> aborted, reverse what was applied, outcome marker).
 // A single action without checks skips all of it: one CAS writes the final document.
 //
+// Contention (engine/contention.h): a document found changed, held or locked at apply time is waited for under wait-die, evaluated again and its new
+// reversing data recorded (one more record write) before it is written.
+//
 // Thread safety: Commit may run on many threads at once; each call has its own state.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <random>
 #include <string>
@@ -27,12 +31,20 @@
 
 namespace litetx::engine {
 
+// Who a commit runs as. Database::Commit uses a fresh id and the current time; Database::Run
+// passes the attempt's id (which owns its locks) and the start of its first attempt.
+struct CommitRequest {
+  std::string id;                // the transaction id; empty: a fresh one
+  std::int64_t priority_ms = 0;  // wait-die age; 0: now
+  bool holding_locks = false;    // the transaction already holds pessimistic locks
+};
+
 class Coordinator {
  public:
   explicit Coordinator(Env env);
 
   // See Database::Commit for the outcomes.
-  Result<CommitInfo> Commit(const Transaction& txn);
+  Result<CommitInfo> Commit(const Transaction& txn, CommitRequest request = {});
 
   // A fresh transaction id: 24 random hex digits.
   std::string NewTxnId();

@@ -46,10 +46,4 @@ class Retry {
 // Store::Get retried on kUnavailable up to Options::max_attempts.
 Result<std::optional<StoredDocument>> GetWithRetry(const Env& env, const Key& key);
 
-// Reads `key`, waiting with Options::busy_backoff while a transaction other than `self` holds
-// it. Returns the document (std::nullopt if absent), or kBusy after Options::busy_timeout,
-// kUnavailable, kCorruption.
-Result<std::optional<StoredDocument>> ReadSettled(const Env& env, const Key& key,
-                                                  std::string_view self);
-
 }  // namespace litetx::engine

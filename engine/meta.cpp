@@ -58,6 +58,29 @@ Result<Meta> DecodeMeta(const json::object& stored) {
     if (!at_ms) return Status::Corruption("metadata at is not an integer");
     meta.at_ms = *at_ms;
   }
+  if (const json::value* lk = m.if_contains("lk")) {
+    if (!lk->is_array()) return Status::Corruption("metadata lk is not an array");
+    for (const json::value& e : lk->get_array()) {
+      const json::object* o = e.if_object();
+      if (o == nullptr) return Status::Corruption("metadata lock entry is not an object");
+      LockEntry entry;
+      std::string mode;
+      if (!ReadString(*o, "o", entry.owner) || !ReadString(*o, "m", mode) ||
+          entry.owner.empty() || (mode != "r" && mode != "w")) {
+        return Status::Corruption("metadata lock entry lacks its owner or mode");
+      }
+      entry.write = mode == "w";
+      const json::value* x = o->if_contains("x");
+      const json::value* p = o->if_contains("p");
+      if (x == nullptr || p == nullptr) return Status::Corruption("metadata lock entry lacks x or p");
+      auto xv = json::try_value_to<std::int64_t>(*x);
+      auto pv = json::try_value_to<std::int64_t>(*p);
+      if (!xv || !pv) return Status::Corruption("metadata lock entry x or p is not an integer");
+      entry.expires_ms = *xv;
+      entry.priority_ms = *pv;
+      meta.locks.push_back(std::move(entry));
+    }
+  }
   if (meta.deleted && meta.gone) return Status::Corruption("metadata is both deleted and gone");
   return meta;
 }
@@ -72,6 +95,14 @@ void EncodeMeta(json::object& stored, const Meta& meta) {
   if (meta.gone) m["gone"] = true;
   if (!meta.last_writer.empty()) m["lw"] = meta.last_writer;
   if (meta.at_ms != 0) m["at"] = meta.at_ms;
+  if (!meta.locks.empty()) {
+    json::array lk;
+    for (const LockEntry& e : meta.locks) {
+      lk.push_back(json::object{{"o", e.owner}, {"m", e.write ? "w" : "r"},
+                                {"x", e.expires_ms}, {"p", e.priority_ms}});
+    }
+    m["lk"] = std::move(lk);
+  }
   stored[kMetaField] = std::move(m);
 }
 

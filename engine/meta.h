@@ -2,7 +2,12 @@
 //
 // Stored form: {"_ltx": {"v": version, "sv": schema version, "tx": holding txn id,
 //               "dlg": deleting flag, "del": deleted flag, "gone": placeholder flag,
-//               "lw": last writing txn id, "at": ms when deleted/gone}, ...user fields}
+//               "lw": last writing txn id, "at": ms when deleted/gone,
+//               "lk": [{"o": owner txn id, "m": "r"|"w", "x": expiry ms, "p": priority ms}]},
+//  ...user fields}
+// "lk" holds pessimistic locks (litetx/run.h). A lock whose expiry has passed is ignored and
+// dropped by the next write. Transaction writes (apply, finish, reverse) never carry a lock
+// over: a document is only written by a transaction when no live foreign lock is on it.
 // Absent flags are false; an absent "tx" means no transaction holds the document.
 // A "gone" document is a placeholder left by a rolled-back insert, or a fence a collector puts
 // on an absent key so that a late insert of a reversed coordinator fails its CAS: it reads as
@@ -11,12 +16,21 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <boost/json/object.hpp>
 
 #include "litetx/status.h"
 
 namespace litetx::engine {
+
+// One pessimistic lock held in a document's metadata.
+struct LockEntry {
+  std::string owner;             // the id of the transaction (attempt) holding it
+  bool write = false;            // exclusive (write) or shared (read)
+  std::int64_t expires_ms = 0;   // ignored from then on
+  std::int64_t priority_ms = 0;  // the owner's age, for wait-die
+};
 
 struct Meta {
   std::uint64_t version = 0;
@@ -27,6 +41,8 @@ struct Meta {
   bool gone = false;        // placeholder of a rolled-back insert
   std::string last_writer;  // id of the transaction that wrote this revision
   std::int64_t at_ms = 0;   // deleted / gone: when it became so (ms since epoch; 0 unknown)
+
+  std::vector<LockEntry> locks;  // pessimistic locks, possibly expired
 
   bool live() const { return !deleted && !gone; }
 };

@@ -118,6 +118,7 @@ json::object EncodeRecord(const TxnRecord& r) {
   o["state"] = TxnStateName(r.state);
   o["created"] = r.created_ms;
   o["gc_at"] = r.gc_at_ms;
+  if (r.priority_ms != r.created_ms) o["prio"] = r.priority_ms;
   if (!r.aborted_by.empty()) o["by"] = r.aborted_by;
   if (r.done) {
     o["done"] = true;
@@ -162,6 +163,12 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
   if (!c || !g) return Status::Corruption("record timestamps are not integers");
   r.created_ms = *c;
   r.gc_at_ms = *g;
+  r.priority_ms = r.created_ms;
+  if (const json::value* prio = o.if_contains("prio")) {
+    auto p = json::try_value_to<std::int64_t>(*prio);
+    if (!p) return Status::Corruption("record prio is not an integer");
+    r.priority_ms = *p;
+  }
   if (const json::value* by = o.if_contains("by")) {
     if (!by->is_string()) return Status::Corruption("record field by is not a string");
     r.aborted_by = std::string(by->get_string());

@@ -2,7 +2,8 @@
 //
 // Stored in collection kTransactionsCollection under the transaction's id:
 //   {"state": "pending" | "committed" | "aborted",
-//    "created": ms since epoch, "gc_at": ms since epoch (created + lease, extended while the
+//    "created": ms since epoch, "prio": ms since epoch (the age for wait-die: when the logical
+//    transaction's first attempt started; absent: = created), "gc_at": ms since epoch (created + lease, extended while the
 //    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
 //    "actions": [WorkAction...]}
 // Each WorkAction is one write action with its reversing data:
@@ -57,6 +58,8 @@ struct TxnRecord {
   TxnState state = TxnState::kPending;
   std::int64_t created_ms = 0;
   std::int64_t gc_at_ms = 0;
+  // Wait-die age: the start of the logical transaction's first attempt (older = smaller).
+  std::int64_t priority_ms = 0;
   // Who moved a pending record to aborted: "coordinator" or a collector's name.
   std::string aborted_by;
   // An outcome marker: the transaction is over (every document finished or reversed); kept

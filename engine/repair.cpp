@@ -26,6 +26,7 @@ TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms) {
   m.state = record.state;
   m.created_ms = record.created_ms;
   m.gc_at_ms = record.gc_at_ms;
+  m.priority_ms = record.priority_ms;
   m.aborted_by = record.aborted_by;
   m.done = true;
   m.done_at_ms = now_ms;

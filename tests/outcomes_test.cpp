@@ -67,10 +67,10 @@ TEST_F(OutcomeTest, InsertOverLiveDocumentConflicts) {
   EXPECT_EQ(multi.current_version(), 1u);
 }
 
-TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyConflictsAndRollsBack) {
+// Right before our apply CAS on c/b, another writer commits a change to it ({"n":50}, v2).
+std::shared_ptr<HookStore> ChangeBBeforeItsApply(const std::shared_ptr<litetx::MemoryStore>& mem) {
   auto hook = std::make_shared<HookStore>(mem);
-  // Right before our apply CAS on c/b, another writer commits a change to it.
-  hook->before = [this](const Call& c) -> std::optional<Status> {
+  hook->before = [mem](const Call& c) -> std::optional<Status> {
     if (c.op == Op::kReplace && c.key == Key{"c", "b"} && c.nth == 1) {
       auto cur = mem->Get(c.key);
       EXPECT_TRUE(mem->Replace(c.key, (*cur)->revision,
@@ -79,11 +79,29 @@ TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyConflictsAndRollsBack) 
     }
     return std::nullopt;
   };
-  litetx::Database hdb(hook, Opts());
-  auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}));
+  return hook;
+}
+
+TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyWithExpectedVersionConflicts) {
+  litetx::Database hdb(ChangeBBeforeItsApply(mem), Opts());
+  auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}, 1));
   ASSERT_EQ(r.code(), Code::kConflict) << r.status().ToString();
+  EXPECT_EQ(r.status().current_version(), 2u);
   EXPECT_EQ(ReadImage(*db, "c", "a"), Found(4, Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})")));
   EXPECT_EQ(ReadImage(*db, "c", "b"), Found(2, Obj(R"({"n":50})")));  // the other writer's
+  ExpectClean(*mem, {"c"});
+}
+
+TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyIsEvaluatedAgainWithoutExpectedVersion) {
+  // A blind adjust does not depend on what was read: it is evaluated again on the newer
+  // document, its reversing data re-recorded, and the transaction commits.
+  auto hook = ChangeBBeforeItsApply(mem);
+  litetx::Database hdb(hook, Opts());
+  auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->versions, (std::vector<std::uint64_t>{3, 3}));
+  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(3, Obj(R"({"n":11,"s":"str","b":true,"z":null,"o":{}})")));
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(3, Obj(R"({"n":60})")));
   ExpectClean(*mem, {"c"});
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "litetx/document.h"
 #include "litetx/options.h"
+#include "litetx/run.h"
 #include "litetx/status.h"
 #include "litetx/store.h"
 #include "litetx/transaction.h"
@@ -32,6 +34,8 @@ struct CommitInfo {
   // For each action, in order, the document's version after the commit (a delete's tombstone
   // version; a check's unchanged version).
   std::vector<std::uint64_t> versions;
+  // Database::Run: how many times the callback ran (1 if it committed at the first try).
+  int attempts = 1;
 };
 
 // What became of a transaction, as its ActiveTransaction document (or outcome marker) says.
@@ -95,6 +99,17 @@ class Database {
   //                       learned; it is decided in the store (read the documents later).
   //   kCorruption         a stored document could not be decoded; nothing was committed.
   Result<CommitInfo> Commit(const Transaction& txn);
+
+  // Runs `fn` as one transaction, re-running it on kConflict, kBusy and kAborted with backoff
+  // until options.timeout (see litetx/run.h). Returns the CommitInfo (attempts says how many
+  // runs it took; versions are those of the committed actions, one per written or checked
+  // document), or the status that ended it: the callback's own non-OK status (nothing is
+  // written), the last retryable status once the timeout or max_attempts is reached, or any
+  // other outcome of Commit (kUnknown is returned at once, never re-run).
+  // REQUIRES: fn is callable; it may run several times and must not have side effects
+  // outside the context that it cannot repeat (use the hooks for those).
+  Result<CommitInfo> Run(const std::function<Status(TxnContext&)>& fn,
+                         const RunOptions& options = {});
 
   // Reads one document. Returns a ReadResult whose state tells found, not found and deleted;
   // kInvalidArgument for a bad name; kUnavailable (retry) or kCorruption. A document held by

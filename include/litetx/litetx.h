@@ -11,6 +11,7 @@
 #include "litetx/fault_injecting_store.h"
 #include "litetx/lmdb_store.h"
 #include "litetx/options.h"
+#include "litetx/run.h"
 #include "litetx/status.h"
 #include "litetx/store.h"
 #include "litetx/transaction.h"

@@ -1,0 +1,115 @@
+#include "engine/contention.h"
+
+#include "engine/record.h"
+#include "engine/repair.h"
+#include "litetx/document.h"
+
+namespace litetx::engine {
+
+namespace {
+
+std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+// What blocks the waiter on one look at the document.
+struct Blocker {
+  bool settled = false;       // a finished holder was settled on the spot: look again now
+  bool blocked = false;       // someone live blocks it
+  bool older = false;         // ...and at least one of them is older than the waiter
+  std::string who;            // for messages
+};
+
+// Looks at the holder `holder` of `key`: settles it if it is no longer running, else reports
+// it as a live blocker with its age.
+Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& holder,
+                             const Waiter& waiter) {
+  Blocker b;
+  b.who = "transaction " + holder;
+  const Key record_key{std::string(kTransactionsCollection), holder};
+  auto rg = GetWithRetry(env, record_key);
+  if (!rg.ok()) return rg.status();
+  if (!rg->has_value()) {  // no record to settle it from (cannot happen in a sound store)
+    b.blocked = true;
+    return b;
+  }
+  auto rec = DecodeRecord((*rg)->value);
+  if (!rec.ok()) {
+    return Status::Corruption("record of transaction " + holder + ": " + rec.status().message());
+  }
+  const std::int64_t now = env.clock.NowMillis();
+  Status s;
+  if (!rec->done && rec->state == TxnState::kCommitted) {
+    s = FinishDocument(env, key, holder, now);
+  } else if (!rec->done && rec->state == TxnState::kAborted) {
+    const WorkAction* work = rec->Find(key);
+    if (work == nullptr) {
+      return Status::Corruption(Where(key) + " is held by transaction " + holder +
+                                " whose worklist does not name it");
+    }
+    s = ReverseDocument(env, *work, holder, now);
+  } else if (!rec->done && now >= rec->gc_at_ms) {
+    RepairPolicy policy;
+    policy.claimer = waiter.id.empty() ? std::string("reader") : "txn " + std::string(waiter.id);
+    policy.now_ms = now;
+    auto r = RepairTransaction(env, holder, std::move(*rg), policy);
+    s = r.status();
+    if (r.ok()) env.log.info("txn {}: settled stale transaction {} on the spot", waiter.id, holder);
+  } else {
+    b.blocked = true;
+    b.older = Older(rec->priority_ms, holder, waiter.priority_ms, waiter.id);
+    return b;
+  }
+  if (!s.ok()) return s;
+  b.settled = true;
+  return b;
+}
+
+void LookAtLocks(const Meta& meta, const Waiter& waiter, Need need, std::int64_t now,
+                 Blocker& b) {
+  if (need == Need::kCheck) return;
+  for (const LockEntry& e : meta.locks) {
+    if (e.owner == waiter.id || e.expires_ms <= now) continue;
+    if (need == Need::kReadLock && !e.write) continue;  // shared with other readers
+    b.blocked = true;
+    b.older = b.older || Older(e.priority_ms, e.owner, waiter.priority_ms, waiter.id);
+    b.who = std::string(e.write ? "a write" : "a read") + " lock of " + e.owner;
+  }
+}
+
+}  // namespace
+
+bool Older(std::int64_t a_priority, std::string_view a_id, std::int64_t b_priority,
+           std::string_view b_id) {
+  return a_priority != b_priority ? a_priority < b_priority : a_id < b_id;
+}
+
+Result<std::optional<StoredDocument>> AwaitFree(const Env& env, const Key& key,
+                                                const Waiter& waiter, Need need) {
+  Backoff backoff(env.clock, env.options.busy_backoff);
+  for (;;) {
+    auto r = GetWithRetry(env, key);
+    if (!r.ok() || !r->has_value()) return r;
+    auto meta = DecodeMeta((*r)->value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    Blocker b;
+    if (!meta->txn.empty() && meta->txn != waiter.id) {
+      auto h = LookAtHolder(env, key, meta->txn, waiter);
+      if (!h.ok()) return h.status();
+      b = std::move(h).value();
+      if (b.settled) continue;
+    } else {
+      LookAtLocks(*meta, waiter, need, env.clock.NowMillis(), b);
+    }
+    if (!b.blocked) return r;
+    if (waiter.holding && b.older) {
+      return Status::Busy(Where(key) + " is held by " + b.who +
+                          ", an older transaction (wait-die: the younger gives way)");
+    }
+    if (backoff.ElapsedMillis() >= env.options.busy_timeout.count()) {
+      return Status::Busy(Where(key) + " is held by " + b.who);
+    }
+    env.log.debug("{} is held by {}; waiting", Where(key), b.who);
+    backoff.Wait();
+  }
+}
+
+}  // namespace litetx::engine

@@ -1,0 +1,75 @@
+#include "engine/locks.h"
+
+#include <algorithm>
+
+#include "engine/meta.h"
+
+namespace litetx::engine {
+
+namespace {
+
+std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+// Drops expired entries and those of `owner`.
+void Prune(Meta& meta, std::string_view owner, std::int64_t now) {
+  std::erase_if(meta.locks, [&](const LockEntry& e) {
+    return e.owner == owner || e.expires_ms <= now;
+  });
+}
+
+bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; }
+
+}  // namespace
+
+Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool write,
+                   std::int64_t lease_ms) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto cur = AwaitFree(env, key, owner, write ? Need::kWriteLock : Need::kReadLock);
+    if (!cur.ok()) return cur.status();
+    if (!cur->has_value()) return Status::NotFound("lock of " + Where(key) + ": no such document");
+    auto meta = DecodeMeta((**cur).value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    if (meta->gone) return Status::NotFound("lock of " + Where(key) + ": no such document");
+    if (meta->deleted) return Status::Deleted("lock of " + Where(key) + ": the document is deleted");
+    const std::int64_t now = env.clock.NowMillis();
+    for (const LockEntry& e : meta->locks) {
+      if (e.owner == owner.id && e.expires_ms > now && (e.write || !write)) return Status::Ok();
+    }
+    Prune(*meta, owner.id, now);
+    LockEntry mine{std::string(owner.id), write, now + lease_ms, owner.priority_ms};
+    meta->locks.push_back(mine);
+    boost::json::object value = (**cur).value;
+    EncodeMeta(value, *meta);
+    auto r = env.store.Replace(key, (**cur).revision, value);
+    if (r.ok() || r.code() == Code::kConflict) {
+      if (r.ok()) return Status::Ok();
+      continue;  // changed meanwhile: look again
+    }
+    if (Transient(r.code()) && retry.Next()) continue;  // a lost reply is checked by the re-read
+    return Status::Unavailable("lock of " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
+Status ReleaseLock(const Env& env, const Key& key, std::string_view owner) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto g = GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return Status::Ok();
+    auto meta = DecodeMeta((**g).value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    bool mine = std::any_of(meta->locks.begin(), meta->locks.end(),
+                            [&](const LockEntry& e) { return e.owner == owner; });
+    if (!mine) return Status::Ok();
+    Prune(*meta, owner, env.clock.NowMillis());
+    boost::json::object value = (**g).value;
+    EncodeMeta(value, *meta);
+    auto r = env.store.Replace(key, (**g).revision, value);
+    if (r.ok() || r.code() == Code::kConflict) continue;  // look again
+    if (Transient(r.code()) && retry.Next()) continue;
+    return Status::Unavailable("unlock of " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
+}  // namespace litetx::engine

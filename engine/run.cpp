@@ -1,0 +1,363 @@
+// Database::Run and TxnContext (litetx/run.h): buffered writes with read-your-writes,
+// optimistic and pessimistic locks, re-running on contention, hooks once per transaction.
+//
+// The context keeps, per document, the committed image read at first touch (the base) and
+// the image with this transaction's writes applied, computed by the engine's own Prepare so
+// that every rule (expected versions, adjust types, inserts over tombstones) is the commit's.
+// At commit each document becomes one action: the single write as given when the document
+// was written once and never read, else the difference between base and image at the version
+// read (Update / Delete / Insert), or a Check when it was only read and must not change.
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include <boost/json.hpp>
+
+#include "engine/coordinator.h"
+#include "engine/locks.h"
+#include "engine/meta.h"
+#include "engine/validate.h"
+#include "engine/worklist.h"
+#include "litetx/database.h"
+
+namespace litetx {
+namespace json = boost::json;
+
+struct TxnContext::Impl {
+  struct Entry {
+    ReadResult base;                       // committed image at first touch
+    std::optional<StoredDocument> image;   // with our writes; std::nullopt: absent
+    bool user_read = false;                // the callback read it (Get)
+    std::optional<std::uint64_t> expected;  // optimistic lock version
+    int writes = 0;
+    std::optional<Action> single;          // the write, while there is exactly one
+  };
+
+  Impl(Database& db, engine::Coordinator& coordinator, const RunOptions& options,
+       std::string id, std::int64_t priority_ms, int attempt)
+      : db(db),
+        coordinator(coordinator),
+        env{db.store(), db.options(), *db.options().clock, *db.options().logger},
+        options(options),
+        id(std::move(id)),
+        priority_ms(priority_ms),
+        attempt(attempt) {}
+
+  Result<Entry*> Load(const Key& key);
+  Status Apply(Action action);
+  Result<ReadResult> View(const Key& key);
+  Transaction Build() const;
+  void ReleaseLocks();
+
+  Database& db;
+  engine::Coordinator& coordinator;
+  engine::Env env;
+  const RunOptions& options;
+  std::string id;
+  std::int64_t priority_ms;
+  int attempt;
+  std::map<Key, Entry> entries;
+  std::vector<Key> locks;
+  std::vector<Action>* recording = nullptr;  // before_commit: writes are also kept here
+};
+
+namespace {
+
+Status ValidKey(std::string_view collection, std::string_view id) {
+  if (Status s = ValidateCollection(collection); !s.ok()) return s;
+  return ValidateId(id);
+}
+
+Key MakeKey(std::string_view collection, std::string_view id) {
+  return Key{std::string(collection), std::string(id)};
+}
+
+// The stored form of a committed image, as Prepare expects it.
+std::optional<StoredDocument> Stored(const ReadResult& r) {
+  if (r.state == DocumentState::kNotFound) return std::nullopt;
+  engine::Meta m;
+  m.version = r.version;
+  m.schema_version = r.schema_version;
+  m.deleted = r.state == DocumentState::kDeleted;
+  return StoredDocument{engine::MakeStored(m.deleted ? json::object{} : r.doc, m), 0};
+}
+
+}  // namespace
+
+Result<TxnContext::Impl::Entry*> TxnContext::Impl::Load(const Key& key) {
+  auto it = entries.find(key);
+  if (it != entries.end()) return &it->second;
+  auto r = db.Read(key.collection, key.id);
+  if (!r.ok()) return r.status();
+  Entry e;
+  e.base = std::move(r).value();
+  e.image = Stored(e.base);
+  return &entries.emplace(key, std::move(e)).first->second;
+}
+
+Result<ReadResult> TxnContext::Impl::View(const Key& key) {
+  auto e = Load(key);
+  if (!e.ok()) return e.status();
+  Entry& entry = **e;
+  entry.user_read = true;
+  ReadResult r;
+  if (!entry.image) return r;
+  auto meta = engine::DecodeMeta(entry.image->value);
+  if (!meta.ok()) return meta.status();
+  r.version = meta->version;
+  r.last_writer = entry.base.last_writer;
+  if (meta->deleted) {
+    r.state = DocumentState::kDeleted;
+    return r;
+  }
+  r.state = DocumentState::kFound;
+  r.schema_version = meta->schema_version;
+  r.doc = engine::UserFields(entry.image->value);
+  return r;
+}
+
+Status TxnContext::Impl::Apply(Action action) {
+  Transaction one;
+  one.Add(action);
+  if (Status s = engine::ValidateTransaction(one, env.options); !s.ok()) {
+    return Status::InvalidArgument(s.message());
+  }
+  auto e = Load(action.key);
+  if (!e.ok()) return e.status();
+  Entry& entry = **e;
+  auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version);
+  if (!p.ok()) return p.status();
+  // The image after this write, at the version read (versions change only at commit).
+  auto meta = engine::DecodeMeta(p->final);
+  if (!meta.ok()) return meta.status();
+  meta->version = entry.base.version;
+  meta->last_writer.clear();
+  meta->at_ms = 0;
+  if (meta->deleted) {
+    entry.image = StoredDocument{engine::MakeStored(json::object{}, *meta), 0};
+  } else {
+    entry.image = StoredDocument{engine::MakeStored(engine::UserFields(p->final), *meta), 0};
+  }
+  if (++entry.writes == 1) {
+    entry.single = action;
+  } else {
+    entry.single.reset();
+  }
+  if (recording != nullptr) recording->push_back(std::move(action));
+  return Status::Ok();
+}
+
+Transaction TxnContext::Impl::Build() const {
+  Transaction txn;
+  for (const auto& [key, e] : entries) {
+    const std::uint64_t expect = e.expected.value_or(e.base.version);
+    const bool base_live = e.base.state == DocumentState::kFound;
+    if (e.writes == 0) {
+      if (e.expected || (options.serializable && e.user_read && base_live)) {
+        txn.Check(key.collection, key.id, expect);
+      }
+      continue;
+    }
+    if (e.writes == 1 && !e.user_read && !e.expected) {
+      txn.Add(*e.single);
+      continue;
+    }
+    auto meta = e.image ? engine::DecodeMeta(e.image->value) : Result<engine::Meta>(Status::NotFound(""));
+    const bool image_live = meta.ok() && meta->live();
+    if (base_live && image_live) {
+      json::object set;
+      std::vector<std::string> unset;
+      json::object body = engine::UserFields(e.image->value);
+      for (const auto& kv : body) {
+        const json::value* old = e.base.doc.if_contains(kv.key());
+        if (old == nullptr || *old != kv.value()) set[kv.key()] = kv.value();
+      }
+      for (const auto& kv : e.base.doc) {
+        if (!body.contains(kv.key())) unset.emplace_back(kv.key());
+      }
+      std::optional<std::uint32_t> sv;
+      if (meta->schema_version != e.base.schema_version) sv = meta->schema_version;
+      if (set.empty() && unset.empty() && !sv) {
+        txn.Check(key.collection, key.id, expect);
+      } else {
+        txn.Update(key.collection, key.id, std::move(set), std::move(unset), expect, sv);
+      }
+    } else if (base_live) {
+      txn.Delete(key.collection, key.id, expect);
+    } else if (image_live) {
+      txn.Insert(key.collection, key.id, engine::UserFields(e.image->value), meta->schema_version);
+    }
+    // Neither live: inserted and deleted again, or never there: nothing to write.
+  }
+  return txn;
+}
+
+void TxnContext::Impl::ReleaseLocks() {
+  for (const Key& key : locks) {
+    Status s = engine::ReleaseLock(env, key, id);
+    if (!s.ok()) {
+      env.log.warn("txn {}: could not release its lock on {}/{} ({}); it expires with its lease",
+                   id, key.collection, key.id, s.ToString());
+    }
+  }
+  locks.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// TxnContext
+
+TxnContext::TxnContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TxnContext::~TxnContext() {
+  try {
+    impl_->ReleaseLocks();
+  } catch (...) {
+    // A store that throws (e.g. a simulated crash) leaves the locks to expire.
+  }
+}
+
+Result<ReadResult> TxnContext::Get(std::string_view collection, std::string_view id) {
+  if (Status s = ValidKey(collection, id); !s.ok()) return s;
+  return impl_->View(MakeKey(collection, id));
+}
+
+Result<ReadResult> TxnContext::Get(std::string_view collection, std::string_view id,
+                                   std::uint64_t expected_version) {
+  if (Status s = LockOptimistic(collection, id, expected_version); !s.ok()) return s;
+  return impl_->View(MakeKey(collection, id));
+}
+
+Status TxnContext::Insert(std::string_view collection, std::string_view id,
+                          boost::json::object doc, std::optional<std::uint32_t> schema_version) {
+  Action a;
+  a.type = ActionType::kInsert;
+  a.key = MakeKey(collection, id);
+  a.fields = std::move(doc);
+  a.schema_version = schema_version;
+  return impl_->Apply(std::move(a));
+}
+
+Status TxnContext::Update(std::string_view collection, std::string_view id,
+                          boost::json::object set, std::vector<std::string> unset,
+                          std::optional<std::uint64_t> expected_version) {
+  Action a;
+  a.type = ActionType::kUpdate;
+  a.key = MakeKey(collection, id);
+  a.fields = std::move(set);
+  a.unset = std::move(unset);
+  a.expected_version = expected_version;
+  return impl_->Apply(std::move(a));
+}
+
+Status TxnContext::Adjust(std::string_view collection, std::string_view id,
+                          boost::json::object by, std::optional<std::uint64_t> expected_version) {
+  Action a;
+  a.type = ActionType::kAdjust;
+  a.key = MakeKey(collection, id);
+  a.fields = std::move(by);
+  a.expected_version = expected_version;
+  return impl_->Apply(std::move(a));
+}
+
+Status TxnContext::Delete(std::string_view collection, std::string_view id,
+                          std::optional<std::uint64_t> expected_version) {
+  Action a;
+  a.type = ActionType::kDelete;
+  a.key = MakeKey(collection, id);
+  a.expected_version = expected_version;
+  return impl_->Apply(std::move(a));
+}
+
+Status TxnContext::LockOptimistic(std::string_view collection, std::string_view id,
+                                  std::uint64_t expected_version) {
+  if (Status s = ValidKey(collection, id); !s.ok()) return s;
+  Key key = MakeKey(collection, id);
+  auto e = impl_->Load(key);
+  if (!e.ok()) return e.status();
+  const ReadResult& base = (*e)->base;
+  std::string where = key.collection + "/" + key.id;
+  if (base.state == DocumentState::kNotFound) return Status::NotFound(where + ": no such document");
+  if (base.state == DocumentState::kDeleted) return Status::Deleted(where + ": the document is deleted");
+  if (base.version != expected_version) {
+    return Status::Conflict(where + ": expected version " + std::to_string(expected_version) +
+                            ", found " + std::to_string(base.version))
+        .WithCurrentVersion(base.version);
+  }
+  (*e)->expected = expected_version;
+  return Status::Ok();
+}
+
+Status TxnContext::Lock(std::string_view collection, std::string_view id, LockMode mode) {
+  if (Status s = ValidKey(collection, id); !s.ok()) return s;
+  Key key = MakeKey(collection, id);
+  engine::Waiter self{impl_->id, impl_->priority_ms, !impl_->locks.empty()};
+  Status s = engine::AcquireLock(impl_->env, key, self, mode == LockMode::kWrite,
+                                 impl_->options.lock_lease.count());
+  if (!s.ok()) return s;
+  if (std::find(impl_->locks.begin(), impl_->locks.end(), key) == impl_->locks.end()) {
+    impl_->locks.push_back(key);
+  }
+  return Status::Ok();
+}
+
+const std::string& TxnContext::txn_id() const { return impl_->id; }
+int TxnContext::attempt() const { return impl_->attempt; }
+
+// ---------------------------------------------------------------------------------------------
+// Database::Run
+
+Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
+                                 const RunOptions& options) {
+  Clock& clock = *options_.clock;
+  const std::int64_t start = clock.NowMillis();
+  std::vector<Action> hook_writes;
+  bool hook_called = false;
+  std::mt19937_64 rng(std::hash<std::string>{}(coordinator_->NewTxnId()));
+  std::chrono::milliseconds backoff = options.backoff.initial;
+  auto give_up = [&](Status s) -> Result<CommitInfo> {
+    if (s.code() != Code::kUnknown && options.hooks.after_rollback) options.hooks.after_rollback(s);
+    return s;
+  };
+  for (int attempt = 1;; ++attempt) {
+    TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, options,
+                                                      coordinator_->NewTxnId(), start, attempt));
+    TxnContext::Impl& impl = *ctx.impl_;
+    Status s = fn(ctx);
+    if (s.ok() && hook_called) {
+      for (const Action& a : hook_writes) {
+        if (s = impl.Apply(a); !s.ok()) break;
+      }
+    } else if (s.ok() && options.hooks.before_commit) {
+      hook_called = true;
+      impl.recording = &hook_writes;
+      s = options.hooks.before_commit(ctx);
+      impl.recording = nullptr;
+      if (!s.ok()) return give_up(s);
+    }
+    Result<CommitInfo> r = s;
+    if (s.ok()) {
+      Transaction txn = impl.Build();
+      if (txn.empty()) {
+        r = CommitInfo{impl.id, {}, attempt};
+      } else {
+        r = coordinator_->Commit(txn, engine::CommitRequest{impl.id, start, !impl.locks.empty()});
+      }
+    }
+    impl.ReleaseLocks();
+    if (r.ok()) {
+      r->attempts = attempt;
+      if (options.hooks.after_commit) options.hooks.after_commit(*r);
+      return r;
+    }
+    Status failed = r.status();
+    const bool out_of_time = clock.NowMillis() - start >= options.timeout.count() ||
+                             (options.max_attempts > 0 && attempt >= options.max_attempts);
+    if (!failed.IsRetryableTransaction() || out_of_time) return give_up(std::move(failed));
+    options_.logger->debug("run: attempt {} ended {}; running again", attempt, failed.ToString());
+    std::uniform_int_distribution<std::int64_t> jitter(0, backoff.count() * 1000);
+    clock.SleepFor(std::chrono::microseconds(jitter(rng)));
+    backoff = std::min(backoff * 2, options.backoff.max);
+  }
+}
+
+}  // namespace litetx

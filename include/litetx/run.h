@@ -1,0 +1,152 @@
+// litetx/run.h — Database::Run: a transaction written as a callback, re-run on contention.
+//
+// The callback reads and writes through a TxnContext. Writes are buffered in the context
+// (reads see them) and committed together when the callback returns OK. On kConflict, kBusy
+// or kAborted the whole callback runs again, with jittered exponential backoff, until
+// RunOptions::timeout (like MongoDB's withTransaction and Couchbase's transactions.run). An
+// unknown outcome (kUnknown) is returned at once, never re-run.
+//
+//   auto r = db.Run([&](litetx::TxnContext& tx) -> litetx::Status {
+//     auto from = tx.Get("accounts", "alice");
+//     if (!from.ok()) return from.status();
+//     if (from->state != litetx::DocumentState::kFound) return litetx::Status::NotFound("alice");
+//     if (from->doc.at("balance").as_int64() < 5) return litetx::Status::FailedPrecondition("funds");
+//     if (auto s = tx.Adjust("accounts", "alice", {{"balance", -5}}); !s.ok()) return s;
+//     return tx.Adjust("accounts", "bob", {{"balance", 5}});
+//   });
+//
+// Isolation: every read is read-committed; a document the callback read and then wrote is
+// written with the version it read as expected version (no lost update), and with
+// RunOptions::serializable every document read but not written is checked at commit too.
+// Pessimistic locks (Lock) are held in the document's metadata with an owner, a priority and a
+// lease; see docs/concurrency.md for the contention policy (wait-die by transaction age).
+//
+// Ownership: a TxnContext lives only during one run of the callback and refers to its
+// Database; do not keep it. Thread safety: a TxnContext is used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/document.h"
+#include "litetx/options.h"
+#include "litetx/status.h"
+#include "litetx/transaction.h"
+
+namespace litetx {
+
+class Database;
+class TxnContext;
+struct CommitInfo;
+
+// Pessimistic lock modes (seed 002's PESSIMISTIC_READ / PESSIMISTIC_WRITE). A read lock is
+// shared: it keeps other transactions from writing the document or write-locking it. A write
+// lock is exclusive: it also keeps them from read-locking it. Plain reads are never blocked.
+enum class LockMode : std::uint8_t { kRead, kWrite };
+
+// Lifecycle hooks of one logical transaction (seed 002: dispatched once, not again when the
+// transaction is retried).
+struct TransactionHooks {
+  // Called once, after the callback first returns OK and before the first commit attempt. It
+  // may add writes through the context; they are kept and replayed (after the callback) on
+  // every later attempt. A non-OK status ends the run with that status; nothing is written.
+  std::function<Status(TxnContext&)> before_commit;
+  // Called once, after the transaction committed.
+  std::function<void(const CommitInfo&)> after_commit;
+  // Called once, when the run ends without committing: with the final status (the last
+  // attempt was rolled back, or the callback or before_commit failed). Not called for
+  // kUnknown, whose outcome is not known.
+  std::function<void(const Status&)> after_rollback;
+};
+
+struct RunOptions {
+  // How long to keep re-running on kConflict, kBusy and kAborted, counted from the start of
+  // the first attempt; then the last attempt's status is returned.
+  std::chrono::milliseconds timeout{10'000};
+  // Most attempts in all; 0: limited by `timeout` only.
+  int max_attempts = 0;
+  // Pause between attempts: random in [0, d] (full jitter), d doubling from `initial` to `max`.
+  BackoffOptions backoff{std::chrono::milliseconds{1}, std::chrono::milliseconds{100}};
+  // Check at commit that every document the callback read (Get) and did not write is still
+  // at the version read (a Check action), so that the transaction is serializable over the
+  // documents it read. Reads that found nothing are not checked (no phantom protection).
+  bool serializable = false;
+  // Lease of the pessimistic locks this transaction takes: a lock whose owner died expires
+  // this long after it was taken. Must exceed the callback's longest run.
+  std::chrono::milliseconds lock_lease{30'000};
+  // Called once per logical transaction; see TransactionHooks.
+  TransactionHooks hooks;
+};
+
+// The transaction object a Run callback works through. Every method validates its names and
+// fields at once (kInvalidArgument) and never writes a document except Lock, which writes the
+// lock into the document's metadata. All writes take effect at commit, all or nothing.
+class TxnContext {
+ public:
+  TxnContext(const TxnContext&) = delete;
+  TxnContext& operator=(const TxnContext&) = delete;
+  // Releases the locks still held (the owning scope ended).
+  ~TxnContext();
+
+  // Reads a document, with this transaction's own writes applied. The version is the
+  // committed version read (own writes do not change it inside the transaction). Returns the
+  // ReadResult, or kInvalidArgument, kBusy, kUnavailable, kCorruption.
+  Result<ReadResult> Get(std::string_view collection, std::string_view id);
+  // Get with optimistic locking (seed 002's find(..., OPTIMISTIC, version)): kConflict with
+  // current_version() if the document is not at `expected_version` (or is not live), and the
+  // version is checked again at commit.
+  Result<ReadResult> Get(std::string_view collection, std::string_view id,
+                         std::uint64_t expected_version);
+
+  // Buffered writes; same rules and outcomes as the Transaction builder's actions, evaluated
+  // against the document as this transaction sees it: kNotFound, kDeleted, kConflict (an
+  // expected version, or an insert over a live document), kFailedPrecondition (adjust),
+  // kInvalidArgument, or a read error. A failed call changes nothing in the context. A
+  // document may be written any number of times: the commit writes the combined result.
+  Status Insert(std::string_view collection, std::string_view id, boost::json::object doc,
+                std::optional<std::uint32_t> schema_version = std::nullopt);
+  Status Update(std::string_view collection, std::string_view id, boost::json::object set,
+                std::vector<std::string> unset = {},
+                std::optional<std::uint64_t> expected_version = std::nullopt);
+  Status Adjust(std::string_view collection, std::string_view id, boost::json::object by,
+                std::optional<std::uint64_t> expected_version = std::nullopt);
+  Status Delete(std::string_view collection, std::string_view id,
+                std::optional<std::uint64_t> expected_version = std::nullopt);
+
+  // Optimistic lock (seed 002's lock(document, OPTIMISTIC, version)): kConflict with
+  // current_version() now if the document is not at `expected_version`, and checked again at
+  // commit (kConflict then if it changed meanwhile).
+  Status LockOptimistic(std::string_view collection, std::string_view id,
+                        std::uint64_t expected_version);
+
+  // Pessimistic lock, held until this attempt commits or rolls back (or the context is
+  // destroyed). Waits while another transaction holds the document or a conflicting lock,
+  // under the wait-die policy: an older transaction waits (up to Options::busy_timeout), a
+  // younger one fails at once. Returns OK (also if already held in this mode or stronger; a
+  // read lock is upgraded to write when no other reader holds one), kBusy (retry the
+  // transaction), kNotFound / kDeleted (nothing to lock), kInvalidArgument, kUnavailable,
+  // kCorruption.
+  Status Lock(std::string_view collection, std::string_view id, LockMode mode);
+
+  // This attempt's transaction id (also its lock owner id), and its 1-based attempt number.
+  const std::string& txn_id() const;
+  int attempt() const;
+
+  struct Impl;
+
+ private:
+  friend class Database;
+  explicit TxnContext(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace litetx
