@@ -55,6 +55,13 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
       return Status::Corruption("record of transaction " + meta->txn + ": " +
                                 record.status().message());
     }
+    if (record->done) {
+      // The holder finished (or was rolled back) between our two reads: the record is an
+      // outcome marker now, so the document was settled meanwhile. Read it again.
+      if (vanished == meta->txn) break;
+      vanished = meta->txn;
+      continue;
+    }
     if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
     const WorkAction* work = record->Find(key);
     if (work == nullptr) {
@@ -64,7 +71,7 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
     return PreImage(doc.value, *work);
   }
   return Status::Corruption(where + " is held by transaction " + vanished +
-                            " whose record is gone");
+                            " whose record is gone or already settled");
 }
 
 }  // namespace litetx::engine

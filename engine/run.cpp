@@ -59,6 +59,9 @@ struct TxnContext::Impl {
   std::map<Key, Entry> entries;
   std::vector<Key> locks;
   std::vector<Action>* recording = nullptr;  // before_commit: writes are also kept here
+  // A version the callback pinned (optimistic lock, expected version) did not match: running
+  // the callback again cannot help, so Run returns the conflict instead.
+  bool pinned_conflict = false;
 };
 
 namespace {
@@ -126,7 +129,10 @@ Status TxnContext::Impl::Apply(Action action) {
   if (!e.ok()) return e.status();
   Entry& entry = **e;
   auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version);
-  if (!p.ok()) return p.status();
+  if (!p.ok()) {
+    if (p.code() == Code::kConflict && action.expected_version) pinned_conflict = true;
+    return p.status();
+  }
   // The image after this write, at the version read (versions change only at commit).
   auto meta = engine::DecodeMeta(p->final);
   if (!meta.ok()) return meta.status();
@@ -279,6 +285,7 @@ Status TxnContext::LockOptimistic(std::string_view collection, std::string_view 
   if (base.state == DocumentState::kNotFound) return Status::NotFound(where + ": no such document");
   if (base.state == DocumentState::kDeleted) return Status::Deleted(where + ": the document is deleted");
   if (base.version != expected_version) {
+    impl_->pinned_conflict = true;
     return Status::Conflict(where + ": expected version " + std::to_string(expected_version) +
                             ", found " + std::to_string(base.version))
         .WithCurrentVersion(base.version);
@@ -352,7 +359,9 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
     Status failed = r.status();
     const bool out_of_time = clock.NowMillis() - start >= options.timeout.count() ||
                              (options.max_attempts > 0 && attempt >= options.max_attempts);
-    if (!failed.IsRetryableTransaction() || out_of_time) return give_up(std::move(failed));
+    if (!failed.IsRetryableTransaction() || out_of_time || impl.pinned_conflict) {
+      return give_up(std::move(failed));
+    }
     options_.logger->debug("run: attempt {} ended {}; running again", attempt, failed.ToString());
     std::uniform_int_distribution<std::int64_t> jitter(0, backoff.count() * 1000);
     clock.SleepFor(std::chrono::microseconds(jitter(rng)));

@@ -1,0 +1,260 @@
+// tests/run_test.cpp — Database::Run and TxnContext: read-your-writes, how buffered writes
+// become actions, re-running on contention, hooks once per logical transaction, optimistic
+// locking, serializable checks, and every way a run ends.
+#include "test_util.h"
+
+namespace ltxtest {
+namespace {
+
+using litetx::CommitInfo;
+using litetx::DocumentState;
+using litetx::RunOptions;
+using litetx::Transaction;
+using litetx::TxnContext;
+
+class RunTest : public ::testing::Test, public World {
+ protected:
+  void SetUp() override {
+    db = Direct();
+    other = Direct();
+    MustCommit(*db, Transaction()
+                        .Insert("acct", "alice", {{"balance", 100}})
+                        .Insert("acct", "bob", {{"balance", 50}}));
+  }
+  std::int64_t Balance(std::string_view id) {
+    auto r = db->Read("acct", id);
+    EXPECT_TRUE(r.ok() && r->state == DocumentState::kFound);
+    return r.ok() ? r->doc.at("balance").as_int64() : -1;
+  }
+  std::unique_ptr<litetx::Database> db, other;  // `other` plays a concurrent writer
+};
+
+Status Transfer(TxnContext& tx, std::int64_t amount) {
+  auto from = tx.Get("acct", "alice");
+  if (!from.ok()) return from.status();
+  if (from->doc.at("balance").as_int64() < amount) return Status::FailedPrecondition("funds");
+  if (Status s = tx.Adjust("acct", "alice", {{"balance", -amount}}); !s.ok()) return s;
+  return tx.Adjust("acct", "bob", {{"balance", amount}});
+}
+
+TEST_F(RunTest, CommitsAndReadsItsOwnWrites) {
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    if (Status s = tx.Insert("c", "n", {{"a", 1}}); !s.ok()) return s;
+    if (Status s = tx.Adjust("c", "n", {{"a", 41}}); !s.ok()) return s;
+    if (Status s = tx.Update("c", "n", {{"b", "x"}}); !s.ok()) return s;
+    auto seen = tx.Get("c", "n");
+    EXPECT_TRUE(seen.ok());
+    EXPECT_EQ(seen->state, DocumentState::kFound);
+    EXPECT_EQ(seen->doc, Obj(R"({"a":42,"b":"x"})"));
+    EXPECT_EQ(db->Read("c", "n")->state, DocumentState::kNotFound);  // nothing written yet
+    return Transfer(tx, 30);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->versions.size(), 3u);  // one action per document
+  EXPECT_EQ(ReadImage(*db, "c", "n"), Found(1, Obj(R"({"a":42,"b":"x"})")));
+  EXPECT_EQ(Balance("alice"), 70);
+  EXPECT_EQ(Balance("bob"), 80);
+  ExpectClean(*mem, {"acct", "c"});
+}
+
+TEST_F(RunTest, WritesCombineIntoOneActionPerDocument) {
+  MustCommit(*db, Transaction().Insert("c", "gone", {{"x", 1}}));
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    if (Status s = tx.Insert("c", "tmp", {{"t", 1}}); !s.ok()) return s;
+    if (Status s = tx.Delete("c", "tmp"); !s.ok()) return s;        // never written
+    if (Status s = tx.Update("c", "gone", {{"x", 2}}); !s.ok()) return s;
+    if (Status s = tx.Delete("c", "gone"); !s.ok()) return s;       // one delete
+    if (Status s = tx.Adjust("c", "gone", {{"x", 1}}); s.code() != Code::kDeleted) {
+      return Status::Corruption("adjust of a deleted document: " + s.ToString());
+    }
+    EXPECT_EQ(tx.Get("c", "gone")->state, DocumentState::kDeleted);
+    return tx.Insert("c", "gone", {{"again", true}});               // insert over it: update
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadImage(*db, "c", "tmp"), NotFoundImage());
+  EXPECT_FALSE(Raw(*mem, "c", "tmp").has_value());  // never stored
+  EXPECT_EQ(ReadImage(*db, "c", "gone"), Found(2, Obj(R"({"again":true})")));
+}
+
+TEST_F(RunTest, ReadThenWrittenDocumentIsRerunWhenItChangedAndHooksFireOnce) {
+  int runs = 0, before = 0, after = 0, rolled = 0;
+  RunOptions o;
+  o.hooks.before_commit = [&](TxnContext& tx) {
+    ++before;
+    return tx.Insert("audit", "t1", {{"what", "transfer"}});  // replayed on the re-run
+  };
+  o.hooks.after_commit = [&](const CommitInfo& info) { ++after; EXPECT_EQ(info.attempts, 2); };
+  o.hooks.after_rollback = [&](const Status&) { ++rolled; };
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    Status s = Transfer(tx, 10);
+    if (runs == 1) MustCommit(*other, Transaction().Adjust("acct", "alice", {{"balance", 1}}));
+    return s;
+  }, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 2);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(before, 1);
+  EXPECT_EQ(after, 1);
+  EXPECT_EQ(rolled, 0);
+  EXPECT_EQ(Balance("alice"), 91);  // the concurrent +1 is not lost
+  EXPECT_EQ(Balance("bob"), 60);
+  EXPECT_EQ(ReadImage(*db, "audit", "t1"), Found(1, Obj(R"({"what":"transfer"})")));
+}
+
+TEST_F(RunTest, GivesUpAfterMaxAttemptsWithTheLastStatus) {
+  int runs = 0, rolled = 0, after = 0;
+  RunOptions o;
+  o.max_attempts = 3;
+  o.hooks.after_rollback = [&](const Status& s) { ++rolled; EXPECT_EQ(s.code(), Code::kConflict); };
+  o.hooks.after_commit = [&](const CommitInfo&) { ++after; };
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    Status s = Transfer(tx, 10);
+    MustCommit(*other, Transaction().Adjust("acct", "alice", {{"balance", 1}}));
+    return s;
+  }, o);
+  EXPECT_EQ(r.code(), Code::kConflict) << r.status().ToString();
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(rolled, 1);
+  EXPECT_EQ(after, 0);
+  EXPECT_EQ(Balance("alice"), 103);
+  EXPECT_EQ(Balance("bob"), 50);
+  ExpectClean(*mem, {"acct"});
+}
+
+TEST_F(RunTest, GivesUpAtTheTimeout) {
+  RunOptions o;
+  o.timeout = 200ms;
+  int runs = 0;
+  auto r = db->Run([&](TxnContext&) -> Status {
+    ++runs;
+    clock->Advance(60ms);
+    return Status::Busy("always");
+  }, o);
+  EXPECT_EQ(r.code(), Code::kBusy);
+  EXPECT_GE(runs, 2);
+  EXPECT_LE(runs, 4);
+}
+
+TEST_F(RunTest, CallbackErrorEndsTheRunAndWritesNothing) {
+  int runs = 0, rolled = 0;
+  RunOptions o;
+  o.hooks.after_rollback = [&](const Status& s) {
+    ++rolled;
+    EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  };
+  Dump before = DumpStore(*mem, {"acct"});
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    if (Status s = tx.Adjust("acct", "bob", {{"balance", 5}}); !s.ok()) return s;
+    return Transfer(tx, 1000);  // not enough funds
+  }, o);
+  EXPECT_EQ(r.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(rolled, 1);
+  EXPECT_TRUE(SameDump(before, DumpStore(*mem, {"acct"})));
+}
+
+TEST_F(RunTest, BeforeCommitCanVetoAndBadInputIsRejectedAtTheCall) {
+  RunOptions o;
+  o.hooks.before_commit = [](TxnContext&) { return Status::InvalidArgument("vetoed"); };
+  Dump before = DumpStore(*mem, {"acct"});
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    EXPECT_EQ(tx.Insert("c", "x", {{"_ltx", 1}}).code(), Code::kInvalidArgument);
+    EXPECT_EQ(tx.Get("", "x").code(), Code::kInvalidArgument);
+    EXPECT_EQ(tx.Adjust("acct", "bob", {{"balance", "x"}}).code(), Code::kInvalidArgument);
+    EXPECT_EQ(tx.Adjust("acct", "bob", {{"nope", 1}}).code(), Code::kFailedPrecondition);
+    EXPECT_EQ(tx.Update("acct", "nobody", {{"a", 1}}).code(), Code::kNotFound);
+    EXPECT_EQ(tx.Insert("acct", "bob", {{"a", 1}}).code(), Code::kConflict);
+    return tx.Adjust("acct", "bob", {{"balance", 1}});
+  }, o);
+  EXPECT_EQ(r.code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "vetoed");
+  EXPECT_TRUE(SameDump(before, DumpStore(*mem, {"acct"})));
+}
+
+TEST_F(RunTest, OptimisticLockReportsTheCurrentVersionAndIsNotRerun) {
+  int runs = 0;
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    auto doc = tx.Get("acct", "alice", /*expected_version=*/7);
+    return doc.status();
+  });
+  EXPECT_EQ(r.code(), Code::kConflict);
+  EXPECT_EQ(r.status().current_version(), 1u);
+  EXPECT_EQ(runs, 1);  // a version pinned by the caller will not come back by re-running
+
+  // Checked again at commit: someone changes it after the lock.
+  runs = 0;
+  r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    if (Status s = tx.LockOptimistic("acct", "alice", 1); !s.ok()) return s;
+    if (runs == 1) MustCommit(*other, Transaction().Adjust("acct", "alice", {{"balance", 1}}));
+    return tx.Adjust("acct", "bob", {{"balance", 1}});
+  });
+  EXPECT_EQ(r.code(), Code::kConflict);
+  EXPECT_EQ(r.status().current_version(), 2u);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(Balance("bob"), 50);
+}
+
+TEST_F(RunTest, SerializableChecksWhatWasReadButNotWritten) {
+  for (bool serializable : {false, true}) {
+    SCOPED_TRACE(serializable);
+    int runs = 0;
+    RunOptions o;
+    o.serializable = serializable;
+    auto r = db->Run([&](TxnContext& tx) -> Status {
+      ++runs;
+      auto a = tx.Get("acct", "alice");  // read only
+      if (!a.ok()) return a.status();
+      if (runs == 1) MustCommit(*other, Transaction().Adjust("acct", "alice", {{"balance", -1}}));
+      return tx.Update("acct", "bob", {{"seen", a->doc.at("balance")}});
+    }, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(runs, serializable ? 2 : 1);
+    auto bob = db->Read("acct", "bob");
+    auto alice = db->Read("acct", "alice");
+    if (serializable) EXPECT_EQ(bob->doc.at("seen"), alice->doc.at("balance"));
+  }
+}
+
+TEST_F(RunTest, ReadOnlyRunWritesNothing) {
+  auto counting = std::make_shared<litetx::CountingStore>(mem);
+  litetx::Database cdb(counting, Opts());
+  RunOptions o;
+  o.serializable = true;  // one check, no write
+  auto r = cdb.Run([&](TxnContext& tx) { return tx.Get("acct", "alice").status(); }, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(counting->counts().writes(), 0u);
+  r = cdb.Run([&](TxnContext&) { return Status::Ok(); });
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->versions.empty());
+}
+
+TEST_F(RunTest, UnknownOutcomeIsReturnedAtOnceNeverRerun) {
+  auto hook = std::make_shared<HookStore>(mem);
+  hook->after = [](const Call& c, const Status& s) -> std::optional<Status> {
+    if (c.op == Op::kReplace && c.on_record() && s.ok()) return Status::Unknown("reply lost");
+    return std::nullopt;
+  };
+  hook->before = [](const Call& c) -> std::optional<Status> {
+    if (c.op == Op::kGet && c.on_record()) return Status::Unavailable("down");
+    return std::nullopt;
+  };
+  litetx::Database hdb(hook, Opts());
+  int runs = 0, rolled = 0;
+  RunOptions o;
+  o.hooks.after_rollback = [&](const Status&) { ++rolled; };
+  auto r = hdb.Run([&](TxnContext& tx) { ++runs; return Transfer(tx, 5); }, o);
+  EXPECT_EQ(r.code(), Code::kUnknown) << r.status().ToString();
+  EXPECT_FALSE(r.status().txn_id().empty());
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(rolled, 0);
+  EXPECT_EQ(db->Outcome(r.status().txn_id()).value(), litetx::TxnOutcome::kCommitted);
+}
+
+}  // namespace
+}  // namespace ltxtest
