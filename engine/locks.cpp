@@ -21,10 +21,14 @@ bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; 
 
 }  // namespace
 
+// Bound on compare-and-swap races lost in a row (each is followed by a fresh look).
+constexpr int kMaxRaces = 64;
+
 Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool write,
                    std::int64_t lease_ms) {
   Retry retry(env, env.options.max_attempts);
-  for (;;) {
+  for (int races = 0;; ++races) {
+    if (races > kMaxRaces) return Status::Busy("lock of " + Where(key) + ": it keeps changing");
     auto cur = AwaitFree(env, key, owner, write ? Need::kWriteLock : Need::kReadLock);
     if (!cur.ok()) return cur.status();
     if (!cur->has_value()) return Status::NotFound("lock of " + Where(key) + ": no such document");
@@ -53,7 +57,8 @@ Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool wri
 
 Status ReleaseLock(const Env& env, const Key& key, std::string_view owner) {
   Retry retry(env, env.options.max_attempts);
-  for (;;) {
+  for (int races = 0;; ++races) {
+    if (races > kMaxRaces) return Status::Unavailable("unlock of " + Where(key) + ": it keeps changing");
     auto g = GetWithRetry(env, key);
     if (!g.ok()) return g.status();
     if (!g->has_value()) return Status::Ok();

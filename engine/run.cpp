@@ -359,7 +359,8 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
     Status failed = r.status();
     const bool out_of_time = clock.NowMillis() - start >= options.timeout.count() ||
                              (options.max_attempts > 0 && attempt >= options.max_attempts);
-    if (!failed.IsRetryableTransaction() || out_of_time || impl.pinned_conflict) {
+    const bool pinned = impl.pinned_conflict && failed.code() == Code::kConflict;
+    if (!failed.IsRetryableTransaction() || out_of_time || pinned) {
       return give_up(std::move(failed));
     }
     options_.logger->debug("run: attempt {} ended {}; running again", attempt, failed.ToString());

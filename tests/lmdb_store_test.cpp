@@ -2,6 +2,7 @@
 // in every durability mode, plus what is specific to LMDB: reopening, map growth, sharing one
 // directory between store objects and between processes (fork), the on-disk format, corrupt
 // values, size limits, unusable paths and key-prefix isolation in scans.
+#include "litetx/database.h"
 #include "litetx/lmdb_store.h"
 
 #include <lmdb.h>
@@ -881,5 +882,19 @@ TEST(LmdbStoreTest, OpenRejectsUnusablePathsClearly) {
   }
 }
 
+// Every name that passes validation can be stored: the longest collection and id together
+// commit on LMDB (its key limit is 511 bytes), in a multi-document transaction.
+TEST(LmdbStoreTest, LongestValidNamesFitTheKeyLimit) {
+  TempDir dir;
+  auto store = MustOpen(dir.str());
+  ASSERT_NE(store, nullptr);
+  litetx::Database db(store);
+  const std::string coll(litetx::kMaxCollectionBytes, 'c'), id(litetx::kMaxIdBytes, 'i');
+  auto r = db.Commit(litetx::Transaction().Insert("c", "w1", {{"a", 1}}).Insert(coll, id, {{"b", 2}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(db.Read(coll, id)->state, litetx::DocumentState::kFound);
+}
+
 }  // namespace
 }  // namespace ltxtest
+

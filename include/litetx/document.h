@@ -23,7 +23,9 @@ inline constexpr std::string_view kReservedFieldPrefix = "_ltx";
 inline constexpr std::string_view kReservedCollectionPrefix = "__litetx";
 inline constexpr std::string_view kTransactionsCollection = "__litetx.txn";
 inline constexpr std::size_t kMaxCollectionBytes = 128;
-inline constexpr std::size_t kMaxIdBytes = 512;
+// Together they fit LMDB's key limit of 511 bytes (collection + '\0' + id), so a name that
+// passes validation is storable on every shipped backend.
+inline constexpr std::size_t kMaxIdBytes = 382;
 
 enum class DocumentState : std::uint8_t {
   kFound,     // a live document

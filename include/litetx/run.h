@@ -98,8 +98,9 @@ class TxnContext {
   ~TxnContext();
 
   // Reads a document, with this transaction's own writes applied. The version is the
-  // committed version read (own writes do not change it inside the transaction). Returns the
-  // ReadResult, or kInvalidArgument, kBusy, kUnavailable, kCorruption.
+  // committed version read (own writes do not change it inside the transaction). Never waits
+  // (a document another transaction holds reads as its committed image). Returns the
+  // ReadResult, or kInvalidArgument, kUnavailable, kCorruption.
   Result<ReadResult> Get(std::string_view collection, std::string_view id);
   // Get with optimistic locking (seed 002's find(..., OPTIMISTIC, version)): kConflict with
   // current_version() if the document is not at `expected_version` (or is not live), and the
