@@ -7,6 +7,8 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <optional>
+
 #include "harness.h"
 
 namespace ptest {
@@ -104,6 +106,67 @@ RC_GTEST_PROP(CrashProperty, TransientErrorsAndLostRepliesNeverApplyTwiceOrLoseA
   }
   std::string failure = CheckFinal(*mem, o, s.docs.size(), must);
   RC_ASSERT(failure == "");
+}
+
+// All of it at once: a coordinator crash at a random write while transient errors and lost
+// replies hit its calls, then a first collector whose calls fail the same way and which may
+// itself crash, then a healthy collector. The documents end all before or all after (after
+// for an acknowledged commit, before for a reported failure other than kUnknown), nothing is
+// applied twice (the oracle's exact contents and versions) and nothing is left held.
+RC_GTEST_PROP(CrashProperty, CrashesWithTransientErrorsAndLostRepliesLeaveBeforeOrAfter, ()) {
+  Scenario s = *GenScenario();
+  Oracle o = RunOracle(s);
+  auto clock = std::make_shared<litetx::ManualClock>();
+  auto mem = std::make_shared<litetx::MemoryStore>();
+  SeedStore(*mem, s, clock);
+  litetx::FaultOptions f;
+  f.seed = *rc::gen::arbitrary<std::uint64_t>();
+  // Writes include retries and lost-reply resolutions, so more than the oracle counted.
+  f.crash_after_writes = *rc::gen::inRange<std::uint64_t>(1, 2 * o.writes + 3);
+  f.transient_probability = *rc::gen::element(0.05, 0.2, 0.4);
+  f.lost_reply_probability = *rc::gen::element(0.0, 0.1, 0.3);
+  auto faulty = std::make_shared<litetx::FaultInjectingStore>(mem, f);
+  litetx::Transaction txn = BuildTxn(*mem, s);
+  std::optional<litetx::Result<litetx::CommitInfo>> result;
+  try {
+    litetx::Database db(faulty, TestOptions(clock));
+    result = db.Commit(txn);
+  } catch (const litetx::SimulatedCrash&) {
+  }
+  clock->Advance(std::chrono::milliseconds(kLease) * 4);
+  litetx::FaultOptions g = f;
+  g.seed = f.seed ^ 0x9e3779b97f4a7c15ULL;
+  g.crash_after_writes = *rc::gen::inRange<std::uint64_t>(1, s.acts.size() + 3);
+  auto faulty_gc = std::make_shared<litetx::FaultInjectingStore>(mem, g);
+  bool gc_crashed = false;
+  try {
+    litetx::Collector first(faulty_gc, TestCollectorOptions(clock));
+    (void)first.RunOnce();  // may fail: the next run finishes its work
+  } catch (const litetx::SimulatedCrash&) {
+    gc_crashed = true;
+  }
+  litetx::Collector healthy(mem, TestCollectorOptions(clock));
+  RC_ASSERT(healthy.RunOnce().ok());
+  char must = 0;
+  std::string outcome = "crashed";
+  if (result) {
+    outcome = result->status().ToString();
+    if (result->ok()) {
+      must = 'a';
+    } else if (result->code() != Code::kUnknown) {
+      must = 'b';
+      if (result->code() != Code::kUnavailable && result->code() != Code::kAborted) {
+        RC_ASSERT(result->code() == o.code);  // a real precondition failure
+      }
+    }
+  }
+  RC_CLASSIFY(!result, "coordinator crashed");
+  RC_CLASSIFY(gc_crashed, "collector crashed");
+  RC_TAG(result ? litetx::CodeName(result->code()) : std::string_view("crash"));
+  RC_LOG() << s.Describe() << " fault seed=" << f.seed << " crash_k=" << f.crash_after_writes
+           << " gc_crash_j=" << g.crash_after_writes << " p_transient=" << f.transient_probability
+           << " p_lost=" << f.lost_reply_probability << " -> " << outcome << "\n";
+  RC_ASSERT(CheckFinal(*mem, o, s.docs.size(), must) == "");
 }
 
 // A store wrapper that, after every write that lands, reads every scenario document through a
