@@ -59,8 +59,8 @@ struct TxnContext::Impl {
   std::map<Key, Entry> entries;
   std::vector<Key> locks;
   std::vector<Action>* recording = nullptr;  // before_commit: writes are also kept here
-  // A version the callback pinned (optimistic lock, expected version) did not match: running
-  // the callback again cannot help, so Run returns the conflict instead.
+  // A conflict met by the callback itself (a version it pinned did not match, an insert over
+  // a live document): running the callback again cannot help, so Run returns it instead.
   bool pinned_conflict = false;
 };
 
@@ -130,7 +130,8 @@ Status TxnContext::Impl::Apply(Action action) {
   Entry& entry = **e;
   auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version);
   if (!p.ok()) {
-    if (p.code() == Code::kConflict && action.expected_version) pinned_conflict = true;
+    // Against the committed state this attempt read: re-running would meet it again.
+    if (p.code() == Code::kConflict) pinned_conflict = true;
     return p.status();
   }
   // The image after this write, at the version read (versions change only at commit).
@@ -319,7 +320,14 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
   const std::int64_t start = clock.NowMillis();
   std::vector<Action> hook_writes;
   bool hook_called = false;
-  std::mt19937_64 rng(std::hash<std::string>{}(coordinator_->NewTxnId()));
+  // Every attempt's id starts with the first attempt's first 16 hex digits: wait-die breaks
+  // ties of age by id, so the order between two runs of the same age stays the same across
+  // their re-runs. The last 8 digits are new on each attempt (each has its own record).
+  const std::string first_id = coordinator_->NewTxnId();
+  auto attempt_id = [&](int attempt) {
+    return attempt == 1 ? first_id : first_id.substr(0, 16) + coordinator_->NewTxnId().substr(16);
+  };
+  std::mt19937_64 rng(std::hash<std::string>{}(first_id));
   std::chrono::milliseconds backoff = options.backoff.initial;
   auto give_up = [&](Status s) -> Result<CommitInfo> {
     if (s.code() != Code::kUnknown && options.hooks.after_rollback) options.hooks.after_rollback(s);
@@ -327,7 +335,7 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
   };
   for (int attempt = 1;; ++attempt) {
     TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, options,
-                                                      coordinator_->NewTxnId(), start, attempt));
+                                                      attempt_id(attempt), start, attempt));
     TxnContext::Impl& impl = *ctx.impl_;
     Status s = fn(ctx);
     if (s.ok() && hook_called) {
@@ -339,7 +347,10 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
       impl.recording = &hook_writes;
       s = options.hooks.before_commit(ctx);
       impl.recording = nullptr;
-      if (!s.ok()) return give_up(s);
+      if (!s.ok()) {
+        impl.ReleaseLocks();  // before after_rollback, which may expect them gone
+        return give_up(s);
+      }
     }
     Result<CommitInfo> r = s;
     if (s.ok()) {

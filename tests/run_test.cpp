@@ -86,14 +86,21 @@ TEST_F(RunTest, ReadThenWrittenDocumentIsRerunWhenItChangedAndHooksFireOnce) {
   };
   o.hooks.after_commit = [&](const CommitInfo& info) { ++after; EXPECT_EQ(info.attempts, 2); };
   o.hooks.after_rollback = [&](const Status&) { ++rolled; };
+  std::vector<std::string> ids;
   auto r = db->Run([&](TxnContext& tx) -> Status {
     ++runs;
+    ids.push_back(tx.txn_id());
+    EXPECT_EQ(tx.attempt(), runs);
     Status s = Transfer(tx, 10);
     if (runs == 1) MustCommit(*other, Transaction().Adjust("acct", "alice", {{"balance", 1}}));
     return s;
   }, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->attempts, 2);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_NE(ids[0], ids[1]);                          // each attempt has its own record...
+  EXPECT_EQ(ids[0].substr(0, 16), ids[1].substr(0, 16));  // ...and the same wait-die tie-break
+  EXPECT_EQ(r->txn_id, ids[1]);
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(before, 1);
   EXPECT_EQ(after, 1);
@@ -185,6 +192,11 @@ TEST_F(RunTest, OptimisticLockReportsTheCurrentVersionAndIsNotRerun) {
   EXPECT_EQ(r.code(), Code::kConflict);
   EXPECT_EQ(r.status().current_version(), 1u);
   EXPECT_EQ(runs, 1);  // a version pinned by the caller will not come back by re-running
+
+  runs = 0;  // likewise an insert over a live document
+  r = db->Run([&](TxnContext& tx) { ++runs; return tx.Insert("acct", "bob", {{"balance", 1}}); });
+  EXPECT_EQ(r.code(), Code::kConflict);
+  EXPECT_EQ(runs, 1);
 
   // Checked again at commit: someone changes it after the lock.
   runs = 0;
