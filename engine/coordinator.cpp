@@ -22,6 +22,11 @@ namespace {
 
 std::string Where(const Key& k) { return k.collection + "/" + k.id; }
 
+// Most times one document may be found changed at its write (a lost compare-and-swap race)
+// before the transaction gives up with kConflict. Each race is followed by a fresh look
+// (waiting if the document is held), not by a store-error backoff.
+constexpr int kMaxRaces = 16;
+
 // One action of a commit in progress.
 struct Slot {
   const Action* action = nullptr;
@@ -149,6 +154,7 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
 
 Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   Retry retry = ForwardRetry();
+  int races = 0;
   for (;;) {
     if (Status st = PrepareSlot(slot); !st.ok()) return st;
     const Key& key = slot.action->key;
@@ -158,12 +164,12 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
     if (w.ok()) return Info();
     switch (w.code()) {
       case Code::kConflict:  // changed since the read: read again (preconditions re-checked)
-      case Code::kUnavailable:
-        if (!retry.Next()) {
-          return w.code() == Code::kConflict
-                     ? Status::Conflict(Where(key) + " kept changing under the transaction")
-                     : Status::Unavailable(Where(key) + ": " + w.status().message());
+        if (++races >= kMaxRaces) {
+          return Status::Conflict(Where(key) + " kept changing under the transaction");
         }
+        continue;
+      case Code::kUnavailable:
+        if (!retry.Next()) return Status::Unavailable(Where(key) + ": " + w.status().message());
         continue;
       case Code::kUnknown: {
         auto g = GetWithRetry(env_, key);
@@ -274,8 +280,11 @@ Status CommitRun::ReplaceRecord(TxnRecord updated) {
 
 Status CommitRun::Reacquire(Slot& slot) {
   const Key& key = slot.action->key;
-  // This transaction holds documents now: wait only for younger blockers (wait-die).
-  auto cur = AwaitFree(env_, key, Waiter{id_, priority_ms_, true}, Need::kWrite);
+  // Once this transaction holds a document or a lock, it waits only for younger blockers
+  // (wait-die); holding nothing yet, waiting cannot close a cycle.
+  bool holds = holding_locks_;
+  for (const Slot& s : slots_) holds = holds || (&s != &slot && s.sent);
+  auto cur = AwaitFree(env_, key, Waiter{id_, priority_ms_, holds}, Need::kWrite);
   if (!cur.ok()) return cur.status();
   if (cur->has_value()) {
     auto m = DecodeMeta((**cur).value);
@@ -312,7 +321,6 @@ Status CommitRun::ApplyOne(Slot& slot) {
   const Key& key = slot.action->key;
   if (Status s = KeepLease(); !s.ok()) return s;
   Retry retry = ForwardRetry();
-  constexpr int kMaxReacquire = 16;
   int reacquired = 0;
   for (;;) {
     slot.sent = true;
@@ -325,7 +333,7 @@ Status CommitRun::ApplyOne(Slot& slot) {
     switch (w.code()) {
       case Code::kConflict: {
         // Changed since it was read (written, held or locked by another transaction).
-        if (++reacquired > kMaxReacquire) {
+        if (++reacquired >= kMaxRaces) {
           return Status::Conflict(Where(key) + " kept changing while the transaction ran");
         }
         if (Status st = Reacquire(slot); !st.ok()) return st;
@@ -349,7 +357,7 @@ Status CommitRun::ApplyOne(Slot& slot) {
         bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
                                         : !slot.existed;
         if (!unchanged) {
-          if (++reacquired > kMaxReacquire) {
+          if (++reacquired >= kMaxRaces) {
             return Status::Conflict(Where(key) + " kept changing while the transaction ran");
           }
           if (Status st = Reacquire(slot); !st.ok()) return st;
