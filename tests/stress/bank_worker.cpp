@@ -26,9 +26,9 @@
 
 int main(int argc, char** argv) {
   std::string dir;
-  std::uint64_t seed = 1, duration_ms = 1000, lease_ms = 300;
+  std::uint64_t seed = 1, duration_ms = 1000, lease_ms = 200;
   int writers = 2, readers = 1;
-  double crash_rate = 0.05;
+  double crash_rate = 0.01;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* v = argv[i + 1];

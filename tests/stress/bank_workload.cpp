@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include <boost/json.hpp>
 
@@ -66,18 +67,19 @@ void Stats::Unexpected(const std::string& what) {
 }
 
 std::string Stats::Summary(double seconds) const {
-  char buf[768];
+  char buf[1024];
   const double c = static_cast<double>(committed.load());
   const double rd = static_cast<double>(reads_ok.load());
   std::snprintf(buf, sizeof buf,
                 "transfers committed %llu (%.0f tx/s, abort rate %.3f retries per commit), refused %llu, "
-                "crashed %llu, gave up: conflict %llu busy %llu aborted %llu, unavailable %llu, "
+                "crashed %llu of %llu armed, gave up: conflict %llu busy %llu aborted %llu, unavailable %llu, "
                 "unknown %llu; serializable reads committed %llu (%.0f/s, abort rate %.3f), failed %llu; "
-                "violations %llu, unexpected %llu",
+                "violations %llu, unexpected %llu; read-committed reads %llu, skewed (sum != 100) %llu%s%s",
                 static_cast<unsigned long long>(committed.load()), c / seconds,
                 c > 0 ? static_cast<double>(attempts.load()) / c - 1 : 0.0,
                 static_cast<unsigned long long>(refused.load()),
                 static_cast<unsigned long long>(crashed.load()),
+                static_cast<unsigned long long>(crash_armed.load()),
                 static_cast<unsigned long long>(conflict.load()),
                 static_cast<unsigned long long>(busy.load()),
                 static_cast<unsigned long long>(aborted.load()),
@@ -87,7 +89,9 @@ std::string Stats::Summary(double seconds) const {
                 rd > 0 ? static_cast<double>(read_attempts.load()) / rd - 1 : 0.0,
                 static_cast<unsigned long long>(reads_failed.load()),
                 static_cast<unsigned long long>(violations.load()),
-                static_cast<unsigned long long>(unexpected.load()));
+                static_cast<unsigned long long>(unexpected.load()),
+                static_cast<unsigned long long>(rc_reads.load()), static_cast<unsigned long long>(rc_skewed.load()),
+                first_read_failure.empty() ? "" : "; first failed read: ", first_read_failure.c_str());
   return buf;
 }
 
@@ -124,6 +128,7 @@ void TransferLoop(const std::shared_ptr<litetx::Store>& store, Database& db, con
 
     std::optional<litetx::Result<litetx::CommitInfo>> r;
     if (crash(rng)) {
+      ++st.crash_armed;
       litetx::FaultOptions fo;
       fo.seed = rng();
       fo.crash_mode = litetx::CrashMode::kThrow;
@@ -162,9 +167,10 @@ void TransferLoop(const std::shared_ptr<litetx::Store>& store, Database& db, con
   }
 }
 
-void ReaderLoop(Database& db, const Config& cfg, const std::atomic<bool>& stop, Stats& st) {
+void ReaderLoop(Database& db, const Config& cfg, const std::atomic<bool>& stop, Stats& st,
+                bool serializable) {
   litetx::RunOptions ro = cfg.run;
-  ro.serializable = true;
+  ro.serializable = serializable;
   while (!stop.load()) {
     std::array<std::int64_t, kAccounts> bal{};
     int runs = 0;
@@ -177,9 +183,32 @@ void ReaderLoop(Database& db, const Config& cfg, const std::atomic<bool>& stop, 
           return Status::Ok();
         },
         ro);
+    if (!serializable) {
+      if (!r.ok()) {
+        if (!r.status().IsRetryableTransaction() && !r.status().IsRetryableCall()) {
+          st.Unexpected("read-committed read: " + r.status().ToString());
+        }
+        continue;
+      }
+      ++st.rc_reads;
+      std::int64_t sum = 0;
+      for (std::int64_t b : bal) {
+        sum += b;
+        if (b < 0) st.Violation("read-committed read saw a negative balance " + std::to_string(b));
+      }
+      if (sum != kTotal) ++st.rc_skewed;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));  // leave the CPU to the others
+      continue;
+    }
     st.read_attempts += static_cast<std::uint64_t>(runs);
     if (!r.ok()) {
       ++st.reads_failed;
+      {
+        std::lock_guard<std::mutex> l(st.mu);
+        if (st.first_read_failure.empty()) {
+          st.first_read_failure = r.status().ToString() + " after " + std::to_string(runs) + " attempts";
+        }
+      }
       if (!r.status().IsRetryableTransaction() && !r.status().IsRetryableCall()) {
         st.Unexpected("serializable read: " + r.status().ToString());
       }
