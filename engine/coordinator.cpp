@@ -62,7 +62,9 @@ class CommitRun {
   Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   Status WriteRecord();
-  Status ReplaceRecord(TxnRecord updated);
+  // CAS of the record to `updated` (still pending); kAborted if someone claimed it.
+  // check_size: kInvalidArgument if it would exceed Options::max_record_bytes.
+  Status ReplaceRecord(TxnRecord updated, bool check_size = false);
   Status ApplyOne(Slot& slot);
   Status Reacquire(Slot& slot);
   Status RevalidateChecks();
@@ -247,8 +249,12 @@ Status CommitRun::KeepLease() {
   return ReplaceRecord(std::move(extended));
 }
 
-Status CommitRun::ReplaceRecord(TxnRecord updated) {
+Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
   json::object value = EncodeRecord(updated);
+  if (check_size && json::serialize(value).size() > env_.options.max_record_bytes) {
+    return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
+                                   std::to_string(env_.options.max_record_bytes) + " bytes");
+  }
   Retry retry = ForwardRetry();
   for (;;) {
     auto r = env_.store.Replace(record_key_, record_revision_, value);
@@ -307,12 +313,7 @@ Status CommitRun::Reacquire(Slot& slot) {
   work = next.prep.work;
   work.existed = next.existed;
   work.read_revision = next.read_revision;
-  json::object value = EncodeRecord(updated);
-  if (json::serialize(value).size() > env_.options.max_record_bytes) {
-    return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
-                                   std::to_string(env_.options.max_record_bytes) + " bytes");
-  }
-  if (Status st = ReplaceRecord(std::move(updated)); !st.ok()) return st;
+  if (Status st = ReplaceRecord(std::move(updated), /*check_size=*/true); !st.ok()) return st;
   slot = std::move(next);
   return Status::Ok();
 }
