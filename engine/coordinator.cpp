@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <thread>
 
 #include <boost/json.hpp>
@@ -58,7 +59,9 @@ class CommitRun {
   Result<CommitInfo> Execute(const Transaction& txn);
 
  private:
-  Status PrepareSlot(Slot& slot);
+  // Reads the document (under the contention policy) and evaluates the action on it.
+  // one_write: the one-write path, which needs only the final image.
+  Status PrepareSlot(Slot& slot, bool one_write = false);
   Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   Status WriteRecord();
@@ -69,6 +72,7 @@ class CommitRun {
   Status Reacquire(Slot& slot);
   Status RevalidateChecks();
   Status CommitPoint();
+  Status FlipToCommitted();
   void Finish();
   bool FinishOne(Slot& slot);
   Status KeepLease();
@@ -86,16 +90,17 @@ class CommitRun {
   Key record_key_;
   std::vector<Slot> slots_;
   TxnRecord record_;
+  json::object record_value_;  // record_ as last written (EncodeRecord), patched for the flip
   Revision record_revision_ = 0;
   std::string claimed_by_;  // set if someone else moved the record to aborted
   bool record_settled_ = false;  // the record is already an outcome marker (or purged)
 };
 
-Status CommitRun::PrepareSlot(Slot& slot) {
+Status CommitRun::PrepareSlot(Slot& slot, bool one_write) {
   Waiter waiter{id_, priority_ms_, holding_locks_};
   auto cur = AwaitFree(env_, slot.action->key, waiter, slot.is_write() ? Need::kWrite : Need::kCheck);
   if (!cur.ok()) return cur.status();
-  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version);
+  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version, one_write);
   if (!p.ok()) return p.status();
   slot.prep = std::move(p).value();
   slot.existed = cur->has_value();
@@ -104,8 +109,10 @@ Status CommitRun::PrepareSlot(Slot& slot) {
 }
 
 Status CommitRun::CheckSize(const Slot& slot) const {
-  std::size_t bytes = std::max(json::serialize(slot.prep.held).size(),
-                               json::serialize(slot.prep.final).size());
+  // The held image is the larger of the two the full path writes (the final one drops the
+  // reference; a delete's tombstone drops the body); the one-write path builds only `final`.
+  const json::object& largest = slot.prep.held.empty() ? slot.prep.final : slot.prep.held;
+  std::size_t bytes = json::serialize(largest).size();
   if (bytes > env_.options.max_document_bytes) {
     return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
                                    std::to_string(bytes) + " bytes, over the limit of " +
@@ -158,7 +165,7 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   Retry retry = ForwardRetry();
   int races = 0;
   for (;;) {
-    if (Status st = PrepareSlot(slot); !st.ok()) return st;
+    if (Status st = PrepareSlot(slot, /*one_write=*/true); !st.ok()) return st;
     const Key& key = slot.action->key;
     json::object final = slot.prep.final;
     StampTombstoneTime(final, env_.clock.NowMillis());
@@ -218,12 +225,14 @@ Status CommitRun::WriteRecord() {
     auto r = env_.store.Create(record_key_, value);
     if (r.ok()) {
       record_revision_ = *r;
+      record_value_ = std::move(value);
       return Status::Ok();
     }
     if (r.code() == Code::kUnknown) {
       auto g = GetWithRetry(env_, record_key_);
       if (g.ok() && g->has_value()) {
         record_revision_ = (*g)->revision;
+        record_value_ = std::move(value);
         return Status::Ok();
       }
       // Unresolved: a pending record that no document refers to may be left; a collector
@@ -261,6 +270,7 @@ Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
     if (r.ok()) {
       record_revision_ = *r;
       record_ = std::move(updated);
+      record_value_ = std::move(value);
       return Status::Ok();
     }
     if (r.code() != Code::kUnavailable && r.code() != Code::kConflict && r.code() != Code::kUnknown) {
@@ -278,6 +288,7 @@ Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
     record_revision_ = (*g)->revision;
     if ((*g)->value == value) {  // our lost-reply write landed
       record_ = std::move(updated);
+      record_value_ = std::move(value);
       return Status::Ok();
     }
     if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
@@ -386,9 +397,15 @@ Status CommitRun::RevalidateChecks() {
 }
 
 Status CommitRun::CommitPoint() {
-  TxnRecord committed = record_;
-  committed.state = TxnState::kCommitted;
-  json::object value = EncodeRecord(committed);
+  // The record as written, with only its state changed: no second encoding of the worklist.
+  record_value_["state"] = TxnStateName(TxnState::kCommitted);
+  Status s = FlipToCommitted();
+  if (!s.ok()) record_value_["state"] = TxnStateName(record_.state);
+  return s;
+}
+
+Status CommitRun::FlipToCommitted() {
+  const json::object& value = record_value_;
   Retry retry = ForwardRetry();
   bool maybe_landed = false;
   for (;;) {
@@ -610,24 +627,22 @@ bool CommitRun::ReverseOne(Slot& slot, Retry& retry) {
 
 }  // namespace
 
-Coordinator::Coordinator(Env env) : env_(env) {
-  std::random_device rd;
-  std::seed_seq seq{rd(), rd(), rd(), rd(),
-                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  rng_.seed(seq);
-}
+Coordinator::Coordinator(Env env) : env_(env) {}
 
 std::string Coordinator::NewTxnId() {
-  std::uint64_t a, b;
-  {
-    std::lock_guard<std::mutex> lock(rng_mu_);
-    a = rng_();
-    b = rng_();
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b & 0xffffffffULL));
-  return buf;
+  // One generator per thread, seeded from the OS: no lock on the commit path.
+  thread_local std::mt19937_64 rng = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(),
+                      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+    return std::mt19937_64(seq);
+  }();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(24, '0');
+  std::uint64_t a = rng(), b = rng();
+  for (int i = 15; i >= 0; --i, a >>= 4) id[i] = kHex[a & 0xf];
+  for (int i = 23; i >= 16; --i, b >>= 4) id[i] = kHex[b & 0xf];
+  return id;
 }
 
 Result<CommitInfo> Coordinator::Commit(const Transaction& txn, CommitRequest request) {

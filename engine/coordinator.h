@@ -21,8 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
-#include <random>
 #include <string>
 
 #include "engine/env.h"
@@ -47,12 +45,10 @@ class Coordinator {
   Result<CommitInfo> Commit(const Transaction& txn, CommitRequest request = {});
 
   // A fresh transaction id: 24 random hex digits.
-  std::string NewTxnId();
+  static std::string NewTxnId();
 
  private:
   Env env_;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;
 };
 
 }  // namespace litetx::engine

@@ -47,7 +47,7 @@ Result<json::value> AddNumbers(const json::value& a, const json::value& b, const
 }  // namespace
 
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
-                         const std::string& txn, std::uint32_t default_schema) {
+                         const std::string& txn, std::uint32_t default_schema, bool final_only) {
   Meta meta;
   Prior prior = Prior::kAbsent;
   if (current) {
@@ -102,32 +102,34 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
   switch (action.type) {
     case ActionType::kInsert:
       body = action.fields;
-      w.fields = action.fields;
+      if (!final_only) w.fields = action.fields;
       w.schema_version = action.schema_version.value_or(default_schema);
       held.schema_version = *w.schema_version;
       break;
     case ActionType::kUpdate:
-      w.fields = action.fields;
-      w.unset = action.unset;
+      if (!final_only) {
+        w.fields = action.fields;
+        w.unset = action.unset;
+      }
       w.schema_version = action.schema_version;
       for (const auto& kv : action.fields) {
         if (const json::value* old = body.if_contains(kv.key())) {
-          w.restore[kv.key()] = *old;
-        } else {
+          if (!final_only) w.restore[kv.key()] = *old;
+        } else if (!final_only) {
           w.remove.emplace_back(kv.key());
         }
         body[kv.key()] = kv.value();
       }
       for (const auto& f : action.unset) {
         if (const json::value* old = body.if_contains(f)) {
-          w.restore[f] = *old;
+          if (!final_only) w.restore[f] = *old;
           body.erase(f);
         }
       }
       if (action.schema_version) held.schema_version = *action.schema_version;
       break;
     case ActionType::kAdjust:
-      w.fields = action.fields;
+      if (!final_only) w.fields = action.fields;
       for (const auto& kv : action.fields) {
         json::value* old = body.if_contains(kv.key());
         if (old == nullptr) {
@@ -136,7 +138,7 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
         }
         auto sum = AddNumbers(*old, kv.value(), action.key, kv.key());
         if (!sum.ok()) return sum.status();
-        w.restore[kv.key()] = *old;
+        if (!final_only) w.restore[kv.key()] = *old;
         *old = std::move(sum).value();
       }
       break;
@@ -146,9 +148,22 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
     case ActionType::kCheck:
       break;
   }
+  p.final_version = action.type == ActionType::kDelete ? held.version + 1 : held.version;
+  if (final_only) {
+    Meta m = held;
+    m.txn.clear();
+    if (m.deleting) {
+      m.deleting = false;
+      m.deleted = true;
+      m.version = p.final_version;
+      body = json::object{};
+    }
+    p.final = MakeStored(std::move(body), m);
+    p.work = WorkAction{};
+    return p;
+  }
   p.held = MakeStored(std::move(body), held);
   p.final = Finished(p.held, held);
-  p.final_version = action.type == ActionType::kDelete ? held.version + 1 : held.version;
   return p;
 }
 

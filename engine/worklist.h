@@ -32,8 +32,11 @@ struct Prepared {
 // Returns the prepared entry, or kNotFound / kDeleted / kConflict (expected version, or an
 // insert over a live document) / kFailedPrecondition (adjust of a missing or non-numeric
 // field, overflow) / kCorruption (undecodable metadata). kCheck actions only validate.
+// final_only: build only `final` (and final_version), not `held` or the reversing data: the
+// one-write path, which writes the final document directly.
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
-                         const std::string& txn, std::uint32_t default_schema);
+                         const std::string& txn, std::uint32_t default_schema,
+                         bool final_only = false);
 
 // The committed form of a document held by its transaction: reference cleared; a pending
 // delete becomes a tombstone (body cleared, version + 1).
