@@ -8,8 +8,6 @@ namespace litetx::engine {
 
 namespace {
 
-std::string Where(const Key& k) { return k.collection + "/" + k.id; }
-
 // What blocks the waiter on one look at the document.
 struct Blocker {
   bool settled = false;       // a finished holder was settled on the spot: look again now

@@ -21,8 +21,6 @@ namespace json = boost::json;
 
 namespace {
 
-std::string Where(const Key& k) { return k.collection + "/" + k.id; }
-
 // Most times one document may be found changed at its write (a lost compare-and-swap race)
 // before the transaction gives up with kConflict. Each race is followed by a fresh look
 // (waiting if the document is held), not by a store-error backoff.

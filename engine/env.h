@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <spdlog/logger.h>
@@ -42,6 +43,13 @@ class Retry {
   std::chrono::milliseconds timeout_;
   int attempts_ = 0;
 };
+
+// "collection/id", for messages.
+inline std::string Where(const Key& k) { return k.collection + "/" + k.id; }
+
+// A store write failure that may be retried: nothing written (kUnavailable) or not known
+// (kUnknown; the retry's compare-and-swap, or a re-read, tells).
+inline bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; }
 
 // Store::Get retried on kUnavailable up to Options::max_attempts.
 Result<std::optional<StoredDocument>> GetWithRetry(const Env& env, const Key& key);

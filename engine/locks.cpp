@@ -8,16 +8,12 @@ namespace litetx::engine {
 
 namespace {
 
-std::string Where(const Key& k) { return k.collection + "/" + k.id; }
-
 // Drops expired entries and those of `owner`.
 void Prune(Meta& meta, std::string_view owner, std::int64_t now) {
   std::erase_if(meta.locks, [&](const LockEntry& e) {
     return e.owner == owner || e.expires_ms <= now;
   });
 }
-
-bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; }
 
 }  // namespace
 

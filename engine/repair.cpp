@@ -9,15 +9,10 @@ namespace json = boost::json;
 
 namespace {
 
-std::string Where(const Key& k) { return k.collection + "/" + k.id; }
-
 bool Stale(const TxnRecord& r, const RepairPolicy& p) {
   if (p.now_ms >= r.gc_at_ms) return true;
   return p.older_than_ms > 0 && p.now_ms - r.created_ms >= p.older_than_ms;
 }
-
-// Retries a store write that failed transiently or ambiguously; false once attempts run out.
-bool Transient(Code c) { return c == Code::kUnavailable || c == Code::kUnknown; }
 
 }  // namespace
 

@@ -234,45 +234,35 @@ Result<ReadResult> TxnContext::Get(std::string_view collection, std::string_view
   return impl_->View(MakeKey(collection, id));
 }
 
+// Writes are built by the Transaction builder, so they are the same actions Commit takes.
+namespace {
+Action Only(const Transaction& t) { return t.actions().front(); }
+}  // namespace
+
 Status TxnContext::Insert(std::string_view collection, std::string_view id,
                           boost::json::object doc, std::optional<std::uint32_t> schema_version) {
-  Action a;
-  a.type = ActionType::kInsert;
-  a.key = MakeKey(collection, id);
-  a.fields = std::move(doc);
-  a.schema_version = schema_version;
-  return impl_->Apply(std::move(a));
+  return impl_->Apply(Only(Transaction().Insert(std::string(collection), std::string(id),
+                                                std::move(doc), schema_version)));
 }
 
 Status TxnContext::Update(std::string_view collection, std::string_view id,
                           boost::json::object set, std::vector<std::string> unset,
                           std::optional<std::uint64_t> expected_version) {
-  Action a;
-  a.type = ActionType::kUpdate;
-  a.key = MakeKey(collection, id);
-  a.fields = std::move(set);
-  a.unset = std::move(unset);
-  a.expected_version = expected_version;
-  return impl_->Apply(std::move(a));
+  return impl_->Apply(Only(Transaction().Update(std::string(collection), std::string(id),
+                                                std::move(set), std::move(unset),
+                                                expected_version)));
 }
 
 Status TxnContext::Adjust(std::string_view collection, std::string_view id,
                           boost::json::object by, std::optional<std::uint64_t> expected_version) {
-  Action a;
-  a.type = ActionType::kAdjust;
-  a.key = MakeKey(collection, id);
-  a.fields = std::move(by);
-  a.expected_version = expected_version;
-  return impl_->Apply(std::move(a));
+  return impl_->Apply(Only(Transaction().Adjust(std::string(collection), std::string(id),
+                                                std::move(by), expected_version)));
 }
 
 Status TxnContext::Delete(std::string_view collection, std::string_view id,
                           std::optional<std::uint64_t> expected_version) {
-  Action a;
-  a.type = ActionType::kDelete;
-  a.key = MakeKey(collection, id);
-  a.expected_version = expected_version;
-  return impl_->Apply(std::move(a));
+  return impl_->Apply(Only(Transaction().Delete(std::string(collection), std::string(id),
+                                                expected_version)));
 }
 
 Status TxnContext::LockOptimistic(std::string_view collection, std::string_view id,
