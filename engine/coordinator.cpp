@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -38,6 +39,13 @@ struct Slot {
   Revision held_revision = 0;  // ...giving this revision
   bool is_write() const { return action->type != ActionType::kCheck; }
 };
+
+// Who a record found not as its coordinator wrote it says moved it on ("a collector" if unsaid).
+std::string Claimer(const json::object& stored) {
+  auto rec = DecodeRecord(stored);
+  if (!rec.ok() || rec->aborted_by.empty()) return "a collector";
+  return rec->aborted_by;
+}
 
 Result<Revision> WriteAt(Store& store, const Key& key, bool existed, Revision rev,
                          const json::object& value) {
@@ -90,6 +98,9 @@ class CommitRun {
   TxnRecord record_;
   json::object record_value_;  // record_ as last written (EncodeRecord), patched for the flip
   Revision record_revision_ = 0;
+  // A record value whose write had its reply lost and is not yet known to have landed (or
+  // not): a later re-read that finds exactly it may adopt it as our own.
+  std::optional<json::object> in_doubt_;
   std::string claimed_by_;  // set if someone else moved the record to aborted
   bool record_settled_ = false;  // the record is already an outcome marker (or purged)
 };
@@ -226,23 +237,29 @@ Status CommitRun::WriteRecord() {
       record_value_ = std::move(value);
       return Status::Ok();
     }
-    if (r.code() == Code::kUnknown) {
-      auto g = GetWithRetry(env_, record_key_);
-      if (g.ok() && g->has_value()) {
-        record_revision_ = (*g)->revision;
-        record_value_ = std::move(value);
-        return Status::Ok();
-      }
-      // Unresolved: a pending record that no document refers to may be left; a collector
-      // removes it. Nothing was committed.
-      if (!g.ok() || !retry.Next()) {
-        return Status::Unavailable("could not write the transaction record: reply lost");
-      }
-      continue;
-    }
     if (r.code() == Code::kUnavailable && retry.Next()) continue;
     if (r.code() == Code::kConflict) return Status::Unavailable("transaction id collision");
-    return r.status();
+    if (r.code() != Code::kUnknown) return r.status();
+    // The create may have landed. Adopt the record only if it is byte for byte the pending
+    // record written here: in the meantime a collector may have claimed it (or settled and
+    // even purged it), and a record someone else has written is never taken back.
+    auto g = GetWithRetry(env_, record_key_);
+    if (!g.ok()) {
+      return Status::Unavailable("could not write the transaction record: reply lost");
+    }
+    if (!g->has_value()) {
+      // Not there: it never landed, or it landed and was settled and purged meanwhile. The
+      // two cannot be told apart, so it is not created again; nothing was applied.
+      return Status::Unavailable("could not write the transaction record: reply lost");
+    }
+    if ((*g)->value == value) {
+      record_revision_ = (*g)->revision;
+      record_value_ = std::move(value);
+      return Status::Ok();
+    }
+    return Status::Aborted("transaction " + id_ + " was rolled back by " +
+                           Claimer((*g)->value) + " before its coordinator learned that its "
+                           "record was written");
   }
 }
 
@@ -269,26 +286,29 @@ Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
       record_revision_ = *r;
       record_ = std::move(updated);
       record_value_ = std::move(value);
+      in_doubt_.reset();
       return Status::Ok();
     }
     if (r.code() != Code::kUnavailable && r.code() != Code::kConflict && r.code() != Code::kUnknown) {
       return r.status();
     }
+    if (r.code() == Code::kUnknown) in_doubt_ = value;
     auto g = GetWithRetry(env_, record_key_);
     if (!g.ok()) return g.status();
     if (!g->has_value()) return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
-    auto rec = DecodeRecord((*g)->value);
-    if (!rec.ok()) return Status::Corruption("own record: " + rec.status().message());
-    if (rec->state != TxnState::kPending) {
-      return Status::Aborted("transaction " + id_ + " was rolled back by " +
-                             (rec->aborted_by.empty() ? std::string("a collector") : rec->aborted_by));
-    }
-    record_revision_ = (*g)->revision;
     if ((*g)->value == value) {  // our lost-reply write landed
+      record_revision_ = (*g)->revision;
       record_ = std::move(updated);
       record_value_ = std::move(value);
+      in_doubt_.reset();
       return Status::Ok();
     }
+    if ((*g)->revision != record_revision_) {
+      // Someone else wrote the record: only a claim or an outcome marker can (the coordinator
+      // is the only writer of its pending record), and neither is ever taken back.
+      return Status::Aborted("transaction " + id_ + " was rolled back by " + Claimer((*g)->value));
+    }
+    in_doubt_.reset();  // still at the revision we know: our write did not land
     if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
   }
 }
@@ -423,15 +443,23 @@ Status CommitRun::FlipToCommitted() {
     Result<TxnRecord> rec = Status::NotFound("");
     if (g.ok() && g->has_value()) rec = DecodeRecord((*g)->value);
     if (rec.ok() && rec->state == TxnState::kCommitted) {
+      // Only this coordinator moves its record to committed: our flip landed (a collector may
+      // have finished the transaction since, leaving a committed marker).
       record_revision_ = (*g)->revision;
+      if (rec->done) record_settled_ = true;
       return Status::Ok();
     }
     if (rec.ok() && rec->state == TxnState::kAborted) {
-      return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
+      return Status::Aborted("transaction " + id_ + " was rolled back by " + Claimer((*g)->value));
     }
     if (rec.ok() && rec->state == TxnState::kPending) {
-      record_revision_ = (*g)->revision;  // our own flip did not land
-      if (retry.Next()) continue;
+      if ((*g)->revision != record_revision_) {
+        // A pending record we did not write: never adopted, never flipped.
+        env_.log.error("txn {}: its pending record was rewritten by another writer", id_);
+        return maybe_landed ? Status::Unknown("commit flag write reply lost")
+                            : Status::Unavailable("the transaction record changed under its coordinator");
+      }
+      if (retry.Next()) continue;  // our own flip did not land
       return maybe_landed ? Status::Unknown("commit flag write reply lost")
                           : Status::Unavailable("could not set the commit flag");
     }
@@ -453,6 +481,7 @@ void CommitRun::Finish() {
                   "the collector", id_);
     return;
   }
+  if (record_settled_) return;  // a collector already wrote the marker
   Retry retry = ForwardRetry();
   MarkDone(TxnState::kCommitted, retry);
 }
@@ -501,8 +530,22 @@ void CommitRun::MarkDone(TxnState state, Retry& retry) {
       if (g.ok() && !g->has_value()) return;  // purged already
       if (g.ok()) {
         auto rec = DecodeRecord((*g)->value);
-        if (rec.ok() && rec->done) return;  // marked: by us (lost reply) or by a collector
+        if (!rec.ok()) {
+          env_.log.error("txn {}: record unreadable while marking it done: {}", id_,
+                         rec.status().message());
+          return;
+        }
+        if (rec->done) return;  // marked: by us (lost reply) or by a collector
+        if (rec->state != state) {
+          // Never write the marker of another outcome than the one the record holds.
+          env_.log.error("txn {}: record is {}, not {}; not marking it done", id_,
+                         TxnStateName(rec->state), TxnStateName(state));
+          return;
+        }
+        // Committed or aborted is final, and a marker of that same outcome may be written over
+        // it by anyone; built from the record as stored, so it keeps who aborted it.
         record_revision_ = (*g)->revision;
+        value = EncodeRecord(OutcomeMarker(*rec, env_.clock.NowMillis()));
       }
     }
     if (!retry.Next()) {
@@ -545,6 +588,8 @@ bool CommitRun::MarkAborted(Retry& retry) {
     auto r = env_.store.Replace(record_key_, record_revision_, value);
     if (r.ok()) {
       record_revision_ = *r;
+      record_ = std::move(aborted);
+      record_value_ = std::move(value);
       return true;
     }
     if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
@@ -561,21 +606,34 @@ bool CommitRun::MarkAborted(Retry& retry) {
                          rec.status().message());
           return false;
         }
-        record_revision_ = (*g)->revision;
         if (rec->state == TxnState::kAborted) {
-          // Our own flip whose reply was lost, or a collector's claim.
+          // Our own write whose reply was lost, or a collector's claim: final either way.
           if (rec->aborted_by != "coordinator") {
             claimed_by_ = rec->aborted_by.empty() ? "a collector" : rec->aborted_by;
           }
-          record_settled_ = rec->done;
+          record_revision_ = (*g)->revision;
+          record_value_ = (*g)->value;
+          record_ = std::move(rec).value();
+          record_settled_ = record_.done;
           return true;
         }
-        if (rec->done) return false;  // committed and finished
         if (rec->state == TxnState::kCommitted) {
-          env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
+          if (!rec->done) {
+            env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
+          }
           return false;
         }
-        continue;  // still pending at a newer revision: try again at once
+        // Pending. Ours only at the revision we know, or as the write whose reply was lost.
+        if ((*g)->revision != record_revision_) {
+          if (!in_doubt_ || (*g)->value != *in_doubt_) {
+            env_.log.error("txn {}: its pending record was rewritten by another writer; "
+                           "left for the collector", id_);
+            return false;
+          }
+          record_revision_ = (*g)->revision;  // our in-doubt write landed after all
+          in_doubt_.reset();
+          continue;  // try again at once
+        }
       }
     } else if (r.code() != Code::kUnavailable) {
       env_.log.error("txn {}: marking aborted: {}", id_, r.status().ToString());

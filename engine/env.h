@@ -2,6 +2,7 @@
 // A plain bundle of references; the Database owns what they refer to.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,14 @@ class Retry {
   std::chrono::milliseconds timeout_;
   int attempts_ = 0;
 };
+
+// now - then in ms, saturated at the int64 range: stored timestamps come from other processes
+// (or from damaged documents) and may be anything.
+inline std::int64_t MillisSince(std::int64_t now, std::int64_t then) {
+  std::int64_t d;
+  if (!__builtin_sub_overflow(now, then, &d)) return d;
+  return then < 0 ? INT64_MAX : INT64_MIN;
+}
 
 // "collection/id", for messages.
 inline std::string Where(const Key& k) { return k.collection + "/" + k.id; }

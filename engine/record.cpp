@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include "litetx/document.h"
+
 namespace litetx::engine {
 namespace json = boost::json;
 
@@ -63,6 +65,11 @@ Result<WorkAction> DecodeAction(const json::value& v) {
   else if (ops == "delete") a.type = ActionType::kDelete;
   else return bad("unknown op");
   a.key = {std::string(c->get_string()), std::string(id->get_string())};
+  // A worklist only ever names user documents: a damaged or hand-made record must not make a
+  // repairer write into litetx's own collections (or under a name no commit accepts).
+  if (!ValidateCollection(a.key.collection).ok() || !ValidateId(a.key.id).ok()) {
+    return bad("names an invalid or reserved collection or id");
+  }
   std::string_view ps = prior->get_string();
   if (ps == "absent") a.prior = Prior::kAbsent;
   else if (ps == "gone") a.prior = Prior::kGone;

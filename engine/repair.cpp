@@ -11,7 +11,7 @@ namespace {
 
 bool Stale(const TxnRecord& r, const RepairPolicy& p) {
   if (p.now_ms >= r.gc_at_ms) return true;
-  return p.older_than_ms > 0 && p.now_ms - r.created_ms >= p.older_than_ms;
+  return p.older_than_ms > 0 && MillisSince(p.now_ms, r.created_ms) >= p.older_than_ms;
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
     stored.reset();  // from here on, any CAS failure re-reads the record
 
     if (record.done) {
-      if (policy.now_ms - record.done_at_ms < policy.outcome_retention_ms) {
+      if (MillisSince(policy.now_ms, record.done_at_ms) < policy.outcome_retention_ms) {
         return RepairOutcome::kNotStale;
       }
       Status e = env.store.Erase(record_key, rev);
@@ -125,7 +125,7 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
       auto c = env.store.Replace(record_key, rev, EncodeRecord(claimed));
       if (c.ok()) {
         env.log.info("txn {}: claimed by {} (stale since {} ms); rolling it back", txn_id,
-                     policy.claimer, policy.now_ms - record.gc_at_ms);
+                     policy.claimer, MillisSince(policy.now_ms, record.gc_at_ms));
         stored = StoredDocument{EncodeRecord(claimed), *c};
         continue;
       }
@@ -133,11 +133,27 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
       return c.status();
     }
 
+    // Each document step acts on the outcome read above, so the record is read again before
+    // every one of them: if it is no longer at that revision (another repairer wrote the
+    // marker, or anything else moved it), the pass starts over from what it says now.
+    bool moved = false;
     for (const WorkAction& work : record.actions) {
+      auto now = GetWithRetry(env, record_key);
+      if (!now.ok()) return now.status();
+      if (!now->has_value() || (*now)->revision != rev) {
+        if (!now->has_value()) return RepairOutcome::kGone;
+        stored = std::move(*now);
+        moved = true;
+        break;
+      }
       Status s = record.state == TxnState::kCommitted
                      ? FinishDocument(env, work.key, txn_id, policy.now_ms)
                      : ReverseDocument(env, work, txn_id, policy.now_ms);
       if (!s.ok()) return s;
+    }
+    if (moved) {
+      if (!retry.Next()) return Status::Unavailable("record of transaction " + txn_id + " kept changing");
+      continue;
     }
     auto m = env.store.Replace(record_key, rev, EncodeRecord(OutcomeMarker(record, policy.now_ms)));
     if (m.ok()) {

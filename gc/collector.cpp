@@ -110,7 +110,7 @@ Status Collector::RunOnce() {
           continue;
         }
         if (!meta->txn.empty() || meta->live() || meta->at_ms == 0) continue;
-        if (now - meta->at_ms < retention) continue;
+        if (engine::MillisSince(now, meta->at_ms) < retention) continue;
         Status e = store_->Erase(Key{collection, id}, doc.revision);
         if (e.ok()) {
           purged_.fetch_add(1);

@@ -582,6 +582,53 @@ TEST_F(CollectorTest, CorruptRecordIsSkippedAndTheRestRepaired) {
   ExpectClean(*mem, {"c"});
 }
 
+TEST_F(CollectorTest, RecordNamingLitetxCollectionsIsCorruptAndNothingIsWritten) {
+  // A hand-made aborted record whose worklist names another record and a reserved collection:
+  // reversing or fencing it would write into litetx's own collections.
+  const std::string victim = CrashAfterWrite(*this, Mixed(), kMixedApplied);
+  const Revision victim_rev = RevisionOf(*mem, TxnKey(victim));
+  PutRaw(*mem, TxnKey("0000hostile"),
+         Obj(R"({"state":"aborted","created":0,"gc_at":0,"by":"x","actions":[
+               {"op":"insert","c":"__litetx.txn","id":"zzzz-planted","prior":"absent","pv":0,"psv":0,"fields":{}},
+               {"op":"insert","c":"__litetx.txn","id":")" + victim +
+             R"(","prior":"absent","pv":0,"psv":0,"fields":{}},
+               {"op":"insert","c":"__litetx.other","id":"k","prior":"absent","pv":0,"psv":0,"fields":{}}]})"));
+  Collector gc(mem, Gc());
+  Status s = gc.RunOnce();  // the victim is not stale yet: only the hostile record is looked at
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_EQ(gc.stats().failed, 1u);
+  EXPECT_EQ(RevisionOf(*mem, TxnKey(victim)), victim_rev) << "the collector wrote into a record";
+  EXPECT_FALSE(Raw(*mem, TxnKey("zzzz-planted")).has_value()) << "a fence was planted among the records";
+  EXPECT_FALSE(Raw(*mem, "__litetx.other", "k").has_value());
+}
+
+TEST_F(CollectorTest, ExtremeTimestampsDoNotOverflow) {
+  // Timestamps at the ends of the int64 range (damaged or hand-made documents): the collector
+  // must neither overflow computing ages nor stop. INT64_MIN is infinitely old, INT64_MAX never
+  // comes.
+  PutRaw(*mem, TxnKey("old"), Obj(R"({"state":"aborted","created":-9223372036854775808,
+      "gc_at":-9223372036854775808,"done":true,"done_at":-9223372036854775808,"actions":[]})"));
+  PutRaw(*mem, TxnKey("future"), Obj(R"({"state":"aborted","created":9223372036854775807,
+      "gc_at":9223372036854775807,"done":true,"done_at":9223372036854775807,"actions":[]})"));
+  PutRaw(*mem, TxnKey("pending-old"), Obj(R"({"state":"pending","created":-9223372036854775808,
+      "gc_at":9223372036854775807,"actions":[]})"));
+  PutRaw(*mem, Key{"c", "tomb-old"}, Obj(R"({"_ltx":{"v":3,"sv":1,"del":true,"at":-9223372036854775808}})"));
+  PutRaw(*mem, Key{"c", "tomb-future"}, Obj(R"({"_ltx":{"v":3,"sv":1,"del":true,"at":9223372036854775807}})"));
+  CollectorOptions o = Gc();
+  o.purge_collections = {"c"};
+  o.older_than = 1h;
+  Collector gc(mem, o);
+  EXPECT_TRUE(gc.RunOnce().ok());
+  EXPECT_FALSE(Raw(*mem, TxnKey("old")).has_value());          // marker past retention: purged
+  EXPECT_TRUE(Raw(*mem, TxnKey("future")).has_value());        // never old enough
+  EXPECT_FALSE(Raw(*mem, "c", "tomb-old").has_value());        // purged
+  EXPECT_TRUE(Raw(*mem, "c", "tomb-future").has_value());      // kept
+  auto pending = RecordOf(*mem, "pending-old");                // older_than reached: settled
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_TRUE(pending->done);
+  EXPECT_EQ(pending->state, TxnState::kAborted);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 7. Store outage
 

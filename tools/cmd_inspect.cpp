@@ -6,6 +6,7 @@
 // kExitCorruption; cli.h). Output shapes: docs/cli.md.
 #include <chrono>
 
+#include "engine/env.h"
 #include "tools/cli.h"
 
 namespace litetx::cli {
@@ -121,12 +122,12 @@ int RunTxns(Context& ctx) {
     }
     o["state"] = TxnOutcomeName(t.state);
     o["done"] = t.done;
-    o["age_ms"] = now - t.created_ms;
+    o["age_ms"] = litetx::engine::MillisSince(now, t.created_ms);
     o["gc_at_ms"] = t.gc_at_ms;
     o["lease_remaining_ms"] = t.gc_at_ms - now;  // <= 0: a collector may settle it now
     o["actions"] = t.actions;
     if (!t.aborted_by.empty()) o["aborted_by"] = t.aborted_by;
-    if (t.done) o["done_age_ms"] = now - t.done_at_ms;
+    if (t.done) o["done_age_ms"] = litetx::engine::MillisSince(now, t.done_at_ms);
     if (!t.done) ++pending;
     txns.emplace_back(std::move(o));
   }
