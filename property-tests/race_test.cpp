@@ -6,6 +6,7 @@
 //   - a collector looping beside healthy coordinators, which it must never touch.
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -65,6 +66,34 @@ class PauseStore final : public litetx::ForwardingStore {
   bool released_ = false;
   std::condition_variable cv_;
 };
+
+// Calls `after` once each write returns from the target (whatever its result), before the
+// result goes back to the caller: the caller "pauses" for as long as `after` runs.
+class AfterWriteStore final : public litetx::ForwardingStore {
+ public:
+  AfterWriteStore(std::shared_ptr<litetx::Store> target, std::function<void()> after)
+      : ForwardingStore(std::move(target)), after_(std::move(after)) {}
+  litetx::Result<litetx::Revision> Create(const litetx::Key& k, const boost::json::object& v) override {
+    auto r = ForwardingStore::Create(k, v);
+    after_();
+    return r;
+  }
+  litetx::Result<litetx::Revision> Replace(const litetx::Key& k, litetx::Revision e,
+                                           const boost::json::object& v) override {
+    auto r = ForwardingStore::Replace(k, e, v);
+    after_();
+    return r;
+  }
+  litetx::Status Erase(const litetx::Key& k, litetx::Revision e) override {
+    auto r = ForwardingStore::Erase(k, e);
+    after_();
+    return r;
+  }
+
+ private:
+  std::function<void()> after_;
+};
+bool paused_done_ = false;  // the pause of the current case has run
 
 // Index (1-based) of the commit flip among the coordinator's writes: record create, N applies.
 std::uint64_t CommitFlipIndex(const Scenario& s) {
@@ -132,6 +161,125 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
   }
   std::printf("paused-coordinator cases: %d (%d aborted by the collector, %d committed)\n", cases,
               aborted, committed);
+}
+
+// Every coordinator write k, in turn, lands but loses its reply; before the coordinator
+// re-reads, it pauses past its lease while a collector claims and repairs — crashing after
+// each possible number j of its own writes, or not at all. Then the coordinator resumes. What
+// Commit reports must match the store after a healthy collector (OK: after; an error other
+// than kUnknown: before), and Database::Outcome, once it says committed or aborted, never
+// changes again.
+TEST(RaceTest, LostReplyThenPausePastTheLeaseAtEveryWrite) {
+  std::mt19937_64 rng(20261124);
+  std::printf("lost-reply race seed 20261124\n");
+  int cases = 0, ok_after = 0, failed_before = 0, unknown = 0, collector_crashes = 0;
+  for (int round = 0; round < 40; ++round) {
+    Scenario s;
+    int n = 2 + static_cast<int>(rng() % 2);
+    for (int d = 0; d < n; ++d) {
+      Init init = std::vector<Init>{Init::kLive, Init::kLive, Init::kAbsent, Init::kDeleted}[rng() % 4];
+      s.docs.push_back(DocSpec{init, static_cast<std::int64_t>(rng() % 50)});
+      ActionType t = init != Init::kLive
+                         ? ActionType::kInsert
+                         : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
+                                                   ActionType::kDelete}[rng() % 3];
+      s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
+    }
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    for (std::uint64_t k = 1; k <= o.writes; ++k) {
+      // The collector dies after its j-th write; the loop ends once a collector finished
+      // without reaching its crash point (that case is the uncrashed run).
+      for (std::uint64_t j = 1;; ++j) {
+        auto clock = std::make_shared<litetx::ManualClock>();
+        auto mem = std::make_shared<litetx::MemoryStore>();
+        SeedStore(*mem, s, clock);
+        std::uint64_t writes = 0;
+        bool fired = false, gc_crashed = false;
+        std::string during;  // the record's state seen while the coordinator was paused
+        litetx::FaultOptions f;
+        f.rule = [&](litetx::StoreOp op, const litetx::Key&, std::uint64_t) {
+          bool write = op == litetx::StoreOp::kCreate || op == litetx::StoreOp::kReplace ||
+                       op == litetx::StoreOp::kErase;
+          if (!write || fired || ++writes != k) return litetx::Fault::kNone;
+          fired = true;
+          return litetx::Fault::kLostReply;
+        };
+        auto lossy = std::make_shared<litetx::FaultInjectingStore>(mem, f);
+        // Runs right after the k-th write landed, before its (lost) reply reaches the
+        // coordinator: the pause past the lease, and a collector.
+        auto paused = std::make_shared<AfterWriteStore>(lossy, [&] {
+          if (!fired || paused_done_) return;
+          paused_done_ = true;
+          clock->Advance(kLease * 2);
+          litetx::FaultOptions cf;
+          cf.crash_after_writes = j;
+          litetx::Collector gc(std::make_shared<litetx::FaultInjectingStore>(mem, cf),
+                               TestCollectorOptions(clock));
+          try {
+            (void)gc.RunOnce();
+          } catch (const litetx::SimulatedCrash&) {
+            gc_crashed = true;
+          }
+          // What Database::Outcome would answer now, while the coordinator is still paused.
+          auto page = mem->Scan(litetx::kTransactionsCollection, "", 10);
+          if (page.ok() && page->documents.size() == 1) {
+            const boost::json::value* st = page->documents[0].second.value.if_contains("state");
+            if (st != nullptr && st->is_string()) during = std::string(st->get_string());
+          }
+        });
+        paused_done_ = false;
+        litetx::Database db(paused, TestOptions(clock));
+        auto r = db.Commit(BuildTxn(*mem, s));
+        ASSERT_TRUE(fired) << s.Describe() << " k=" << k;
+        const std::string id = r.ok() ? r->txn_id : r.status().txn_id();
+        litetx::Database reader(mem, TestOptions(clock));
+        auto first = reader.Outcome(id);
+        ASSERT_TRUE(first.ok());
+        clock->Advance(kLease * 4);
+        litetx::Collector healthy(mem, TestCollectorOptions(clock));
+        ASSERT_TRUE(healthy.RunOnce().ok());
+        auto last = reader.Outcome(id);
+        ASSERT_TRUE(last.ok());
+        const std::string where = s.Describe() + " lost reply of write " + std::to_string(k) +
+                                  ", collector crash after " + std::to_string(j) + ": " +
+                                  r.status().ToString();
+        if (during == "aborted") {
+          EXPECT_EQ(*first, litetx::TxnOutcome::kAborted) << where << ": reported aborted, then not";
+          EXPECT_FALSE(r.ok()) << where << ": committed after a collector had aborted it";
+        }
+        if (during == "committed") {
+          EXPECT_EQ(*first, litetx::TxnOutcome::kCommitted) << where;
+        }
+        if (*first == litetx::TxnOutcome::kCommitted || *first == litetx::TxnOutcome::kAborted) {
+          EXPECT_EQ(*last, *first) << where << ": outcome changed after it was reported";
+        }
+        char must = 0;
+        if (r.ok()) {
+          must = 'a';
+          ++ok_after;
+        } else if (r.code() != Code::kUnknown) {
+          must = 'b';
+          ++failed_before;
+        } else {
+          ++unknown;
+          // One-action transactions have no record: kNotFound; settle by the last writer.
+          if (*last == litetx::TxnOutcome::kCommitted) must = 'a';
+          if (*last == litetx::TxnOutcome::kAborted) must = 'b';
+        }
+        ASSERT_EQ(CheckFinal(*mem, o, s.docs.size(), must), "") << where;
+        ++cases;
+        collector_crashes += gc_crashed ? 1 : 0;
+        if (!gc_crashed) break;
+      }
+    }
+  }
+  std::printf("lost-reply pause cases: %d (OK and after: %d, failed and before: %d, unknown: %d; "
+              "collector crashed in %d)\n",
+              cases, ok_after, failed_before, unknown, collector_crashes);
+  EXPECT_GT(failed_before, 0);
+  EXPECT_GT(ok_after, 0);
+  EXPECT_GT(collector_crashes, 0);
 }
 
 TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
