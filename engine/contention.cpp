@@ -25,26 +25,28 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
   const Key record_key{std::string(kTransactionsCollection), holder};
   auto rg = GetWithRetry(env, record_key);
   if (!rg.ok()) return rg.status();
-  if (!rg->has_value()) {  // no record to settle it from (cannot happen in a sound store)
-    b.blocked = true;
-    return b;
-  }
-  auto rec = DecodeRecord((*rg)->value);
-  if (!rec.ok()) {
-    return Status::Corruption("record of transaction " + holder + ": " + rec.status().message());
-  }
   const std::int64_t now = env.clock.NowMillis();
+  Result<TxnRecord> rec = Status::NotFound("");
+  if (rg->has_value()) {
+    rec = DecodeRecord((*rg)->value);
+    if (!rec.ok()) {
+      return Status::Corruption("record of transaction " + holder + ": " + rec.status().message());
+    }
+  }
   Status s;
-  if (!rec->done && rec->state == TxnState::kCommitted) {
+  if (!rg->has_value() || rec->done) {
+    // The holder is over (its record was read after the document): a dangling hold.
+    s = UndoDanglingHold(env, key, holder, now);
+  } else if (rec->state == TxnState::kCommitted) {
     s = FinishDocument(env, key, holder, now);
-  } else if (!rec->done && rec->state == TxnState::kAborted) {
+  } else if (rec->state == TxnState::kAborted) {
     const WorkAction* work = rec->Find(key);
     if (work == nullptr) {
       return Status::Corruption(Where(key) + " is held by transaction " + holder +
                                 " whose worklist does not name it");
     }
     s = ReverseDocument(env, *work, holder, now);
-  } else if (!rec->done && now >= rec->gc_at_ms) {
+  } else if (now >= rec->gc_at_ms) {
     RepairPolicy policy;
     policy.claimer = waiter.id.empty() ? std::string("reader") : "txn " + std::string(waiter.id);
     policy.now_ms = now;

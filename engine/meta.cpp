@@ -81,6 +81,12 @@ Result<Meta> DecodeMeta(const json::object& stored) {
       meta.locks.push_back(std::move(entry));
     }
   }
+  if (const json::value* u = m.if_contains("u")) {
+    // The hold's undo data (engine/worklist.h UndoOf): only on a held document.
+    if (!u->is_object() || meta.txn.empty()) {
+      return Status::Corruption("metadata u is not an object on a held document");
+    }
+  }
   if (meta.deleted && meta.gone) return Status::Corruption("metadata is both deleted and gone");
   return meta;
 }

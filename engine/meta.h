@@ -3,7 +3,8 @@
 // Stored form: {"_ltx": {"v": version, "sv": schema version, "tx": holding txn id,
 //               "dlg": deleting flag, "del": deleted flag, "gone": placeholder flag,
 //               "lw": last writing txn id, "at": ms when deleted/gone,
-//               "lk": [{"o": owner txn id, "m": "r"|"w", "x": expiry ms, "p": priority ms}]},
+//               "lk": [{"o": owner txn id, "m": "r"|"w", "x": expiry ms, "p": priority ms}],
+//               "u": the hold's undo data, only while "tx" is set (engine/worklist.h UndoOf)},
 //  ...user fields}
 // "lk" holds pessimistic locks (litetx/run.h). A lock whose expiry has passed is ignored and
 // dropped by the next write. Transaction writes (apply, finish, reverse) never carry a lock

@@ -29,9 +29,13 @@ ReadResult RawImage(const boost::json::object& stored, const Meta& meta) {
 
 Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolation) {
   std::string where = key.collection + "/" + key.id;
-  // A holder may finish between our two reads (document, then record); then read again.
+  // A holder may finish between our two reads (document, then record): then read the document
+  // again. If the same holder is still there, the record read in between — gone or already an
+  // outcome marker — came after a read that showed the hold: the hold is dangling (a write that
+  // landed after its transaction was over, never part of any outcome), and the document reads
+  // as it was before that write, from the hold's own undo data.
   constexpr int kRounds = 4;
-  std::string vanished;
+  std::string over;  // a holder whose record was found gone or settled after the document read
   for (int round = 0; round < kRounds; ++round) {
     auto g = GetWithRetry(env, key);
     if (!g.ok()) return g.status();
@@ -41,13 +45,21 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
     if (!meta.ok()) return Status::Corruption(where + ": " + meta.status().message());
     if (isolation == Isolation::kReadUncommitted) return RawImage(doc.value, *meta);
     if (meta->txn.empty()) return CommittedImage(doc.value, *meta);
+    if (meta->txn == over) {
+      auto undo = UndoOf(key, doc.value);
+      if (!undo.ok()) {
+        return Status::Corruption(where + " is held by transaction " + over +
+                                  ", which is over, and cannot be read through: " +
+                                  undo.status().message());
+      }
+      return PreImage(doc.value, *undo);
+    }
 
     Key record_key{std::string(kTransactionsCollection), meta->txn};
     auto rg = GetWithRetry(env, record_key);
     if (!rg.ok()) return rg.status();
     if (!rg->has_value()) {
-      if (vanished == meta->txn) break;  // still referenced, record still gone
-      vanished = meta->txn;
+      over = meta->txn;
       continue;
     }
     auto record = DecodeRecord((*rg)->value);
@@ -56,10 +68,7 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
                                 record.status().message());
     }
     if (record->done) {
-      // The holder finished (or was rolled back) between our two reads: the record is an
-      // outcome marker now, so the document was settled meanwhile. Read it again.
-      if (vanished == meta->txn) break;
-      vanished = meta->txn;
+      over = meta->txn;
       continue;
     }
     if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
@@ -70,8 +79,7 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
     }
     return PreImage(doc.value, *work);
   }
-  return Status::Corruption(where + " is held by transaction " + vanished +
-                            " whose record is gone or already settled");
+  return Status::Unavailable(where + " kept changing hands while being read");
 }
 
 }  // namespace litetx::engine

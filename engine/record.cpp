@@ -7,8 +7,6 @@
 namespace litetx::engine {
 namespace json = boost::json;
 
-namespace {
-
 const char* PriorName(Prior p) {
   switch (p) {
     case Prior::kAbsent: return "absent";
@@ -18,6 +16,16 @@ const char* PriorName(Prior p) {
   }
   return "?";
 }
+
+std::optional<Prior> ParsePrior(std::string_view s) {
+  if (s == "absent") return Prior::kAbsent;
+  if (s == "gone") return Prior::kGone;
+  if (s == "deleted") return Prior::kDeleted;
+  if (s == "live") return Prior::kLive;
+  return std::nullopt;
+}
+
+namespace {
 
 json::array StringArray(const std::vector<std::string>& v) {
   json::array a;
@@ -70,12 +78,9 @@ Result<WorkAction> DecodeAction(const json::value& v) {
   if (!ValidateCollection(a.key.collection).ok() || !ValidateId(a.key.id).ok()) {
     return bad("names an invalid or reserved collection or id");
   }
-  std::string_view ps = prior->get_string();
-  if (ps == "absent") a.prior = Prior::kAbsent;
-  else if (ps == "gone") a.prior = Prior::kGone;
-  else if (ps == "deleted") a.prior = Prior::kDeleted;
-  else if (ps == "live") a.prior = Prior::kLive;
-  else return bad("unknown prior state");
+  auto parsed_prior = ParsePrior(prior->get_string());
+  if (!parsed_prior) return bad("unknown prior state");
+  a.prior = *parsed_prior;
   const json::value* pv = o.if_contains("pv");
   const json::value* psv = o.if_contains("psv");
   if (pv == nullptr || psv == nullptr) return bad("missing pv or psv");

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/json/object.hpp>
@@ -32,6 +33,9 @@
 namespace litetx::engine {
 
 enum class Prior : std::uint8_t { kAbsent, kGone, kDeleted, kLive };
+// "absent", "gone", "deleted", "live": the stored spelling (worklists and undo data).
+const char* PriorName(Prior p);
+std::optional<Prior> ParsePrior(std::string_view s);
 
 struct WorkAction {
   ActionType type = ActionType::kUpdate;

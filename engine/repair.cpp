@@ -87,6 +87,35 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
   }
 }
 
+Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
+                        std::int64_t now_ms) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto g = GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return Status::Ok();
+    auto meta = DecodeMeta((*g)->value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    if (meta->txn != txn_id) return Status::Ok();
+    auto undo = UndoOf(key, (*g)->value);
+    if (!undo.ok()) {
+      return Status::Corruption(Where(key) + " is held by transaction " + txn_id +
+                                ", which is over, and cannot be undone: " + undo.status().message());
+    }
+    json::object reversed = Reversed((*g)->value, *meta, *undo);
+    StampTombstoneTime(reversed, now_ms);
+    auto r = env.store.Replace(key, (*g)->revision, reversed);
+    if (r.ok()) {
+      env.log.warn("{}: undid a write of transaction {} that landed after the transaction was over",
+                   Where(key), txn_id);
+      return Status::Ok();
+    }
+    if (r.code() == Code::kConflict) continue;  // look again
+    if (Transient(r.code()) && retry.Next()) continue;
+    return Status::Unavailable("undoing " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
                                         std::optional<StoredDocument> stored,
                                         const RepairPolicy& policy) {

@@ -56,6 +56,16 @@ Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
 Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
                        std::int64_t now_ms);
 
+// Undoes a dangling hold: `txn_id` still holds the document at `key`, but its record is gone or
+// already an outcome marker, and that was seen by a record read made AFTER a read of the
+// document that showed the hold. A transaction's own holds all end before its record becomes a
+// marker (and a record is erased only as a marker), so a hold seen after that is a write that
+// landed after its transaction was over: it was never part of any outcome, and is undone from
+// the document's own undo data (UndoOf in engine/worklist.h). OK when done, or when the document
+// no longer references `txn_id`; kCorruption if it has no undo data; kUnavailable.
+Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
+                        std::int64_t now_ms);
+
 // The outcome marker replacing `record` once every document is settled.
 TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms);
 

@@ -44,6 +44,21 @@ Result<json::value> AddNumbers(const json::value& a, const json::value& b, const
   return fail("the result overflows a 64-bit integer");
 }
 
+// Stores `w`'s reversing data in the held image (see UndoOf).
+void AttachUndo(json::object& held, const WorkAction& w) {
+  json::object u;
+  u["p"] = PriorName(w.prior);
+  u["pv"] = w.prior_version;
+  u["psv"] = w.prior_schema;
+  if (!w.restore.empty()) u["r"] = w.restore;
+  if (!w.remove.empty()) {
+    json::array m;
+    for (const auto& f : w.remove) m.emplace_back(f);
+    u["m"] = std::move(m);
+  }
+  held[kMetaField].as_object()["u"] = std::move(u);
+}
+
 }  // namespace
 
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
@@ -164,7 +179,47 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
   }
   p.held = MakeStored(std::move(body), held);
   p.final = Finished(p.held, held);
+  AttachUndo(p.held, w);
   return p;
+}
+
+Result<WorkAction> UndoOf(const Key& key, const json::object& held) {
+  auto bad = [&](const char* why) {
+    return Status::Corruption(Where(key) + ": undo data " + why);
+  };
+  const json::value* mv = held.if_contains(kMetaField);
+  const json::value* u = mv != nullptr && mv->is_object() ? mv->get_object().if_contains("u") : nullptr;
+  if (u == nullptr) return bad("missing (written by an older litetx)");
+  if (!u->is_object()) return bad("is not an object");
+  const json::object& o = u->get_object();
+  WorkAction w;
+  w.key = key;
+  const json::value* p = o.if_contains("p");
+  std::optional<Prior> prior;
+  if (p != nullptr && p->is_string()) prior = ParsePrior(p->get_string());
+  if (!prior) return bad("has no valid prior state");
+  w.prior = *prior;
+  w.type = w.prior == Prior::kLive ? ActionType::kUpdate : ActionType::kInsert;
+  const json::value* pv = o.if_contains("pv");
+  const json::value* psv = o.if_contains("psv");
+  if (pv == nullptr || psv == nullptr) return bad("has no prior version");
+  auto pv_n = json::try_value_to<std::uint64_t>(*pv);
+  auto psv_n = json::try_value_to<std::uint32_t>(*psv);
+  if (!pv_n || !psv_n) return bad("has no valid prior version");
+  w.prior_version = *pv_n;
+  w.prior_schema = *psv_n;
+  if (const json::value* r = o.if_contains("r")) {
+    if (!r->is_object()) return bad("restore is not an object");
+    w.restore = r->get_object();
+  }
+  if (const json::value* m = o.if_contains("m")) {
+    if (!m->is_array()) return bad("remove is not an array");
+    for (const json::value& f : m->get_array()) {
+      if (!f.is_string()) return bad("remove names a non-string");
+      w.remove.emplace_back(f.get_string());
+    }
+  }
+  return w;
 }
 
 json::object Finished(const json::object& held, const Meta& meta) {

@@ -48,6 +48,14 @@ boost::json::object Finished(const boost::json::object& held, const Meta& meta);
 boost::json::object Reversed(const boost::json::object& held, const Meta& meta,
                              const WorkAction& work);
 
+// The reversing data of one document's hold, rebuilt from the document alone: the held image
+// carries it in "_ltx.u" ({"p": prior, "pv", "psv", "r": restore, "m": remove}), so that a hold
+// whose transaction is already over (a write that landed after its record was settled, see
+// docs/protocol.md §6.4) can still be undone or read through. The entry's type is kInsert when
+// the prior state was not live, else kUpdate (a delete or adjust reverses the same way).
+// kCorruption if the document has no (or malformed) undo data.
+Result<WorkAction> UndoOf(const Key& key, const boost::json::object& held);
+
 // What a read-committed reader sees of a document held by an uncommitted transaction.
 ReadResult PreImage(const boost::json::object& held, const WorkAction& work);
 

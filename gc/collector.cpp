@@ -1,7 +1,11 @@
 // gc/collector.cpp — the collector of include/litetx/collector.h.
 #include "litetx/collector.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include <spdlog/logger.h>
@@ -9,6 +13,7 @@
 
 #include "engine/env.h"
 #include "engine/meta.h"
+#include "engine/record.h"
 #include "engine/repair.h"
 #include "litetx/document.h"
 
@@ -84,45 +89,101 @@ Status Collector::RunOnce() {
     cursor = std::move(page->next_cursor);
   } while (!cursor.empty());
 
-  // 2. Tombstones and placeholders past their retention.
+  // 2. A bounded slice of the user collections: dangling holds, old tombstones.
+  note(Sweep());
+  runs_.fetch_add(1);
+  return first;
+}
+
+Status Collector::Sweep() {
+  // REQUIRES: run_mu_ held (RunOnce).
+  std::vector<std::string> collections = options_.collections;
+  for (const auto& c : options_.purge_collections) {
+    if (std::find(collections.begin(), collections.end(), c) == collections.end()) {
+      collections.push_back(c);
+    }
+  }
+  if (collections.empty()) return Status::Ok();
+  engine::Env env{*store_, options_.engine, *options_.engine.clock, *options_.engine.logger};
   const std::int64_t retention = options_.tombstone_retention.count();
-  for (const std::string& collection : options_.purge_collections) {
-    if (retention <= 0) break;
-    cursor.clear();
-    do {
-      if (stopping_.load()) break;
-      auto page = store_->Scan(collection, cursor, options_.scan_batch);
-      if (!page.ok()) {
-        env.log.warn("gc {}: cannot list {}: {}", options_.name, collection,
-                     page.status().ToString());
-        failed_.fetch_add(1);
-        note(page.status());
-        break;
+  const std::size_t budget = options_.sweep_budget == 0 ? SIZE_MAX : options_.sweep_budget;
+  Status first;
+  auto fail = [&](const Status& s) {
+    failed_.fetch_add(1);
+    if (first.ok()) first = s;
+  };
+  std::size_t looked = 0;
+  std::size_t completed = 0;  // collections finished in this run: at most one full lap
+  while (looked < budget && completed < collections.size()) {
+    if (stopping_.load()) break;
+    if (sweep_collection_ >= collections.size()) {
+      sweep_collection_ = 0;
+      sweep_cursor_.clear();
+    }
+    const std::string& collection = collections[sweep_collection_];
+    std::size_t limit = std::min(options_.scan_batch, budget - looked);
+    auto page = store_->Scan(collection, sweep_cursor_, limit);
+    if (!page.ok()) {
+      env.log.warn("gc {}: cannot list {}: {}", options_.name, collection, page.status().ToString());
+      fail(page.status());
+      break;  // the next run retries from the same place
+    }
+    // Records looked up on this page: holders are usually shared by neighbouring documents.
+    std::map<std::string, bool> over;  // holder -> its record is gone or an outcome marker
+    for (const auto& [id, doc] : page->documents) {
+      ++looked;
+      swept_.fetch_add(1);
+      auto meta = engine::DecodeMeta(doc.value);
+      if (!meta.ok()) {
+        env.log.error("gc {}: {}/{} skipped: {}", options_.name, collection, id,
+                      meta.status().message());
+        fail(Status::Corruption(collection + "/" + id + ": " + meta.status().message()));
+        continue;
       }
       const std::int64_t now = env.clock.NowMillis();
-      for (const auto& [id, doc] : page->documents) {
-        auto meta = engine::DecodeMeta(doc.value);
-        if (!meta.ok()) {
-          env.log.error("gc {}: {}/{} skipped: {}", options_.name, collection, id,
-                        meta.status().message());
-          failed_.fetch_add(1);
-          note(Status::Corruption(collection + "/" + id + ": " + meta.status().message()));
-          continue;
+      if (!meta->txn.empty()) {
+        // Held. The record is read after the document was (the scan), so a record that is gone
+        // or already a marker proves the hold dangling (engine/repair.h UndoDanglingHold).
+        auto it = over.find(meta->txn);
+        if (it == over.end()) {
+          const Key record_key{std::string(kTransactionsCollection), meta->txn};
+          auto rg = engine::GetWithRetry(env, record_key);
+          if (!rg.ok()) {
+            fail(rg.status());
+            continue;
+          }
+          bool is_over = !rg->has_value();
+          if (!is_over) {
+            auto rec = engine::DecodeRecord((*rg)->value);
+            is_over = rec.ok() && rec->done;  // an undecodable record is the record scan's to report
+          }
+          it = over.emplace(meta->txn, is_over).first;
         }
-        if (!meta->txn.empty() || meta->live() || meta->at_ms == 0) continue;
-        if (engine::MillisSince(now, meta->at_ms) < retention) continue;
-        Status e = store_->Erase(Key{collection, id}, doc.revision);
-        if (e.ok()) {
-          purged_.fetch_add(1);
-        } else if (e.code() != Code::kConflict) {  // conflict: changed meanwhile, keep it
-          failed_.fetch_add(1);
-          note(e);
+        if (!it->second) continue;  // a live or unsettled transaction: the record scan's work
+        Status u = engine::UndoDanglingHold(env, Key{collection, id}, meta->txn, now);
+        if (u.ok()) {
+          undone_.fetch_add(1);
+        } else {
+          env.log.error("gc {}: {}/{}: {}", options_.name, collection, id, u.ToString());
+          fail(u);
         }
+        continue;
       }
-      cursor = std::move(page->next_cursor);
-    } while (!cursor.empty());
+      if (retention <= 0 || meta->live() || meta->at_ms == 0) continue;
+      if (engine::MillisSince(now, meta->at_ms) < retention) continue;
+      Status e = store_->Erase(Key{collection, id}, doc.revision);
+      if (e.ok()) {
+        purged_.fetch_add(1);
+      } else if (e.code() != Code::kConflict) {  // conflict: changed meanwhile, keep it
+        fail(e);
+      }
+    }
+    sweep_cursor_ = std::move(page->next_cursor);
+    if (sweep_cursor_.empty()) {  // this collection is done: the next one
+      ++sweep_collection_;
+      ++completed;
+    }
   }
-  runs_.fetch_add(1);
   return first;
 }
 
@@ -168,7 +229,8 @@ void Collector::Loop() {
 }
 
 CollectorStats Collector::stats() const {
-  return {runs_.load(), finished_.load(), reversed_.load(), failed_.load(), purged_.load()};
+  return {runs_.load(),   finished_.load(), reversed_.load(), failed_.load(),
+          purged_.load(), undone_.load(),   swept_.load()};
 }
 
 }  // namespace litetx

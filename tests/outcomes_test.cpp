@@ -182,9 +182,7 @@ TEST_F(OutcomeTest, TombstonesAreDeleted) {
 }
 
 TEST_F(OutcomeTest, DocumentHeldByAnotherTransactionIsBusy) {
-  auto held = LiveMeta(5);
-  held.txn = "0123456789abcdef01234567";
-  PutMeta(*mem, {"c", "h"}, Obj(R"({"n":1})"), held);
+  HoldLive(*mem, {"c", "h"}, Obj(R"({"n":1})"), 5, "0123456789abcdef01234567", clock->NowMillis());
   std::int64_t t0 = clock->NowMillis();
   Status s;
   ExpectUntouched(Transaction().Adjust("c", "h", {{"n", 1}}), Code::kBusy, &s);
@@ -197,9 +195,7 @@ TEST_F(OutcomeTest, DocumentHeldByAnotherTransactionIsBusy) {
 }
 
 TEST_F(OutcomeTest, ZeroBusyTimeoutFailsAtFirstLook) {
-  auto held = LiveMeta(5);
-  held.txn = "0123456789abcdef01234567";
-  PutMeta(*mem, {"c", "h"}, Obj(R"({"n":1})"), held);
+  HoldLive(*mem, {"c", "h"}, Obj(R"({"n":1})"), 5, "0123456789abcdef01234567", clock->NowMillis());
   auto hook = std::make_shared<HookStore>(mem);
   auto o = Opts();
   o.busy_timeout = std::chrono::milliseconds{0};
@@ -209,9 +205,7 @@ TEST_F(OutcomeTest, ZeroBusyTimeoutFailsAtFirstLook) {
 }
 
 TEST_F(OutcomeTest, WaitsForAHolderThatLetsGo) {
-  auto held = LiveMeta(5);
-  held.txn = "0123456789abcdef01234567";
-  PutMeta(*mem, {"c", "h"}, Obj(R"({"n":1})"), held);
+  HoldLive(*mem, {"c", "h"}, Obj(R"({"n":1})"), 5, "0123456789abcdef01234567", clock->NowMillis());
   auto hook = std::make_shared<HookStore>(mem);
   // The holder finishes (clears its reference) at our third look.
   hook->before = [this](const Call& c) -> std::optional<Status> {

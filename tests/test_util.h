@@ -319,6 +319,25 @@ inline void PutMeta(litetx::Store& store, const Key& key, json::object body,
                     const litetx::engine::Meta& meta) {
   PutRaw(store, key, litetx::engine::MakeStored(std::move(body), meta));
 }
+// Makes `key` a live document at `version` held by a live (pending, lease far ahead) transaction
+// `txn` that updates it: its record names the document, as a running coordinator's would.
+inline void HoldLive(litetx::Store& store, const Key& key, json::object body,
+                     std::uint64_t version, const std::string& txn, std::int64_t now_ms) {
+  litetx::engine::Meta m;
+  m.version = version;
+  m.schema_version = 1;
+  m.txn = txn;
+  m.last_writer = txn;
+  json::object doc = litetx::engine::MakeStored(std::move(body), m);
+  doc["_ltx"].as_object()["u"] = json::object{{"p", "live"}, {"pv", version - 1}, {"psv", 1}};
+  PutRaw(store, key, doc);
+  json::object rec{{"state", "pending"}, {"created", now_ms}, {"gc_at", now_ms + 3'600'000},
+                   {"actions", json::array{json::object{{"op", "update"}, {"c", key.collection},
+                                                        {"id", key.id}, {"prior", "live"},
+                                                        {"pv", version - 1}, {"psv", 1}}}}};
+  PutRaw(store, TxnKey(txn), rec);
+}
+
 inline litetx::engine::Meta LiveMeta(std::uint64_t version, std::uint32_t schema = 1) {
   litetx::engine::Meta m;
   m.version = version;

@@ -10,7 +10,8 @@
 //                               of that coordinator fails its CAS instead of landing);
 //   aborted                  -> finishes the reversal the same way.
 // Then it replaces the record by a small outcome marker ("done"), which Database::Outcome
-// reads; markers older than outcome_retention are erased. Every step is a single-document CAS
+// reads; markers older than outcome_retention are erased. Last, it sweeps a bounded slice of
+// the user collections it is given: dangling holds are undone, old tombstones purged. Every step is a single-document CAS
 // and idempotent: a crash or store error anywhere leaves work the next run finishes. A record
 // that cannot be repaired (corrupt, or the store keeps failing) is logged, counted in
 // `failed`, and skipped; RunOnce never throws and never stops at the first failure.
@@ -58,8 +59,16 @@ struct CollectorOptions {
   // purged; until then a read of a deleted id says deleted (a placeholder reads not found). Must exceed the longest pause of a
   // coordinator (it fences late writes). Zero never purges.
   std::chrono::milliseconds tombstone_retention{std::chrono::hours(24)};
-  // Collections scanned for tombstones to purge. Empty: no purging.
+  // User collections the collector sweeps, a bounded slice per run (see sweep_budget): it
+  // undoes dangling holds there (a document still referencing a transaction that is over: a
+  // write that landed after its transaction was settled, never part of any outcome) and purges
+  // tombstones and placeholders older than tombstone_retention. Empty: no sweep.
+  std::vector<std::string> collections;
+  // Older name of `collections`; both lists are swept.
   std::vector<std::string> purge_collections;
+  // Most documents the sweep looks at in one run; the next run resumes where it stopped, and a
+  // full pass over every collection takes ceil(documents / sweep_budget) runs. 0: no limit.
+  std::size_t sweep_budget = 10'000;
   // Documents per Scan page.
   std::size_t scan_batch = 256;
   // A name for this collector, stored in records it claims (aborted_by) and logged. Empty:
@@ -73,6 +82,8 @@ struct CollectorStats {
   std::uint64_t reversed = 0;  // uncommitted transactions rolled back
   std::uint64_t failed = 0;    // repair attempts that failed (logged; retried next run)
   std::uint64_t purged = 0;    // tombstones, placeholders and outcome markers erased
+  std::uint64_t undone = 0;    // dangling holds undone by the sweep
+  std::uint64_t swept = 0;     // documents the sweep looked at
 };
 
 class Collector {
@@ -101,6 +112,8 @@ class Collector {
 
  private:
   void Loop();
+  // One bounded slice of the sweep of `collections` (see CollectorOptions); returns the first error.
+  Status Sweep();
 
   std::shared_ptr<Store> store_;
   CollectorOptions options_;
@@ -110,7 +123,12 @@ class Collector {
   bool stop_ = false;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> runs_{0}, finished_{0}, reversed_{0}, failed_{0}, purged_{0};
+  std::atomic<std::uint64_t> runs_{0}, finished_{0}, reversed_{0}, failed_{0}, purged_{0},
+      undone_{0}, swept_{0};
+  // Where the sweep resumes: an index into the swept collections and a scan cursor in it
+  // (guarded by run_mu_).
+  std::size_t sweep_collection_ = 0;
+  std::string sweep_cursor_;
 };
 
 }  // namespace litetx
