@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -10,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "engine/contention.h"
+#include "engine/lease_keeper.h"
 #include "engine/meta.h"
 #include "engine/record.h"
 #include "engine/repair.h"
@@ -82,6 +85,11 @@ class CommitRun {
   void Finish();
   bool FinishOne(Slot& slot);
   Status KeepLease();
+  void Renew();  // the lease keeper's renewal (its own thread)
+  void StopRenewing() { renewal_.Reset(); }  // REQUIRES: record_mu_ not held
+  // ReplaceRecord of the record as it is now, changed by `change` (which returns false if
+  // there is nothing to write), under record_mu_. kAborted is remembered in lease_lost_.
+  Status UpdateRecord(const std::function<bool(TxnRecord&)>& change, bool check_size = false);
   void MarkDone(TxnState state, Retry& retry);
   Status Rollback(Status reason);
   bool MarkAborted(Retry& retry);
@@ -103,6 +111,12 @@ class CommitRun {
   std::optional<json::object> in_doubt_;
   std::string claimed_by_;  // set if someone else moved the record to aborted
   bool record_settled_ = false;  // the record is already an outcome marker (or purged)
+  // Guards record_, record_value_, record_revision_, in_doubt_ and lease_lost_ while the lease
+  // keeper may renew the record (from WriteRecord until StopRenewing).
+  std::mutex record_mu_;
+  Status lease_lost_;  // kAborted once any record update found the record claimed
+  // The background renewal of this record's lease; declared last so that it ends first.
+  LeaseKeeper::Handle renewal_;
 };
 
 Status CommitRun::PrepareSlot(Slot& slot, bool one_write) {
@@ -153,6 +167,7 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
   if (writes == 0) return Info();  // only checks: validated, nothing to write
 
   if (Status st = WriteRecord(); !st.ok()) return st;
+  if (env_.leases != nullptr) renewal_ = env_.leases->Register([this] { Renew(); });
   for (Slot& s : slots_) {
     if (!s.is_write()) continue;
     if (Status st = ApplyOne(s); !st.ok()) return Rollback(std::move(st));
@@ -160,6 +175,7 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
   if (writes != slots_.size()) {
     if (Status st = RevalidateChecks(); !st.ok()) return Rollback(std::move(st));
   }
+  StopRenewing();  // the flip needs no lease: a claim would fail against it, and vice versa
   Status point = CommitPoint();
   if (point.code() == Code::kUnknown) {
     env_.log.warn("txn {}: {}; left for the collector", id_, point.message());
@@ -264,13 +280,39 @@ Status CommitRun::WriteRecord() {
 }
 
 Status CommitRun::KeepLease() {
-  const std::int64_t now = env_.clock.NowMillis();
   const std::int64_t lease = env_.options.lease.count();
-  if (now + lease / 2 < record_.gc_at_ms) return Status::Ok();
-  // Past half the lease: push the GC timestamp out so no collector takes a live transaction.
-  TxnRecord extended = record_;
-  extended.gc_at_ms = now + lease;
-  return ReplaceRecord(std::move(extended));
+  return UpdateRecord([&](TxnRecord& r) {
+    // Past half the lease: push the GC timestamp out so no collector takes a live transaction.
+    const std::int64_t now = env_.clock.NowMillis();
+    if (now + lease / 2 < r.gc_at_ms) return false;
+    r.gc_at_ms = now + lease;
+    return true;
+  });
+}
+
+void CommitRun::Renew() {
+  const std::int64_t lease = env_.options.lease.count();
+  Status s = UpdateRecord([&](TxnRecord& r) {
+    // A quarter of the lease has gone since the last extension: extend.
+    const std::int64_t now = env_.clock.NowMillis();
+    if (now + lease * 3 / 4 < r.gc_at_ms) return false;
+    r.gc_at_ms = now + lease;
+    return true;
+  });
+  if (!s.ok() && s.code() != Code::kAborted) {
+    env_.log.debug("txn {}: lease renewal failed ({}); retried next period", id_, s.ToString());
+  }
+}
+
+Status CommitRun::UpdateRecord(const std::function<bool(TxnRecord&)>& change, bool check_size) {
+  std::lock_guard<std::mutex> lock(record_mu_);
+  if (!lease_lost_.ok()) return lease_lost_;
+  TxnRecord updated = record_;
+  if (!change(updated)) return Status::Ok();
+  Status s = ReplaceRecord(std::move(updated), check_size);
+  // Someone else wrote the record (a claim, a marker): that is final, whoever learns it first.
+  if (s.code() == Code::kAborted) lease_lost_ = s;
+  return s;
 }
 
 Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
@@ -335,14 +377,18 @@ Status CommitRun::Reacquire(Slot& slot) {
   next.prep = std::move(p).value();
   next.existed = cur->has_value();
   next.read_revision = next.existed ? (**cur).revision : 0;
-  if (Status st = CheckSize(next); !st.ok()) return st;
+  if (Status size = CheckSize(next); !size.ok()) return size;
   // Record the new reversing data (and the revision a collector would fence) before writing.
-  TxnRecord updated = record_;
-  WorkAction& work = updated.actions[slot.record_index];
-  work = next.prep.work;
-  work.existed = next.existed;
-  work.read_revision = next.read_revision;
-  if (Status st = ReplaceRecord(std::move(updated), /*check_size=*/true); !st.ok()) return st;
+  Status st = UpdateRecord(
+      [&](TxnRecord& updated) {
+        WorkAction& work = updated.actions[slot.record_index];
+        work = next.prep.work;
+        work.existed = next.existed;
+        work.read_revision = next.read_revision;
+        return true;
+      },
+      /*check_size=*/true);
+  if (!st.ok()) return st;
   slot = std::move(next);
   return Status::Ok();
 }
@@ -557,6 +603,7 @@ void CommitRun::MarkDone(TxnState state, Retry& retry) {
 }
 
 Status CommitRun::Rollback(Status reason) {
+  StopRenewing();
   env_.log.debug("txn {}: rolling back: {}", id_, reason.ToString());
   Retry retry(env_, 0, env_.options.rollback_timeout);
   if (!MarkAborted(retry)) return reason;

@@ -3,7 +3,10 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include <algorithm>
+
 #include "engine/coordinator.h"
+#include "engine/lease_keeper.h"
 #include "engine/reads.h"
 #include "engine/record.h"
 
@@ -25,8 +28,12 @@ Options WithDefaults(Options o) {
 Database::Database(std::shared_ptr<Store> store, Options options)
     : store_(std::move(store)), options_(WithDefaults(std::move(options))) {
   assert(store_ != nullptr);
+  if (options_.renew_leases) {
+    auto period = std::max(options_.lease / 4, std::chrono::milliseconds{1});
+    leases_ = std::make_unique<engine::LeaseKeeper>(period, *options_.logger);
+  }
   coordinator_ = std::make_unique<engine::Coordinator>(
-      engine::Env{*store_, options_, *options_.clock, *options_.logger});
+      engine::Env{*store_, options_, *options_.clock, *options_.logger, leases_.get()});
 }
 
 Database::~Database() = default;

@@ -15,11 +15,14 @@
 
 namespace litetx::engine {
 
+class LeaseKeeper;
+
 struct Env {
   Store& store;
   const Options& options;  // clock and logger are non-null
   Clock& clock;
   spdlog::logger& log;
+  LeaseKeeper* leases = nullptr;  // renews leases in the background; null: none (collectors)
 };
 
 // Bounded retrying: Next() waits with backoff and returns true while attempts (0: unbounded)

@@ -50,6 +50,7 @@ litetx::Options TestOptions(std::shared_ptr<litetx::Clock> clock) {
   o.lease = kLease;
   o.busy_timeout = std::chrono::milliseconds{0};
   o.retry_backoff = {std::chrono::milliseconds{10}, std::chrono::milliseconds{1000}};
+  o.renew_leases = false;  // no background writes: crash points count only the coordinator's
   return o;
 }
 

@@ -400,6 +400,8 @@ struct World {
     litetx::Options o;
     o.clock = clock;
     o.busy_timeout = 50ms;
+    o.lease = 120s;            // tests move the virtual clock past leases explicitly
+    o.renew_leases = false;    // no background writes: write counts and races stay exact
     return o;
   }
   // A database straight on the memory store (for seeding and for checking).

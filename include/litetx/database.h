@@ -26,6 +26,7 @@ namespace litetx {
 
 namespace engine {
 class Coordinator;
+class LeaseKeeper;
 }
 
 struct CommitInfo {
@@ -135,6 +136,7 @@ class Database {
  private:
   std::shared_ptr<Store> store_;
   Options options_;
+  std::unique_ptr<engine::LeaseKeeper> leases_;  // null unless Options::renew_leases
   std::unique_ptr<engine::Coordinator> coordinator_;
 };
 

@@ -29,10 +29,17 @@ struct Options {
   std::shared_ptr<spdlog::logger> logger;
   // Wall clock and sleeping; null means SystemClock(). Tests pass a ManualClock.
   std::shared_ptr<Clock> clock;
-  // How long after a transaction starts a garbage collector may treat it as abandoned (the
-  // ActiveTransaction document's GC timestamp is now + lease). Seed 003 suggests minutes.
-  // Must exceed the longest commit plus the worst clock skew between processes.
-  std::chrono::milliseconds lease{120'000};
+  // How long a transaction's record stays safe from collectors without being renewed (its GC
+  // timestamp is now + lease). A live coordinator renews it in the background (see
+  // renew_leases), so a crashed process frees its documents about one lease after it died,
+  // while a slow but live one keeps them. Clock skew between processes must stay under half
+  // of it. Every Database sharing a store should use the same lease.
+  std::chrono::milliseconds lease{5'000};
+  // Renew the leases of running transactions from a background thread (one per Database,
+  // started on first use): every lease/4 each record whose lease is a quarter gone is pushed
+  // to now + lease. Off: a transaction extends its lease only itself, before each apply once
+  // half of it has gone, so a commit that stalls longer than the lease can be rolled back.
+  bool renew_leases = true;
   // How long to wait for a document held by another transaction before failing kBusy.
   // Zero fails at once.
   std::chrono::milliseconds busy_timeout{2'000};
