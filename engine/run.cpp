@@ -359,7 +359,12 @@ class Unreleased {
 Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
                                  const RunOptions& options) {
   Clock& clock = *options_.clock;
+  // The run's age for wait-die is wall time (other processes compare it); its timeout is
+  // measured on monotonic time, so that a step of the wall clock does not move it.
   const std::int64_t priority_ms = clock.NowMillis();
+  const std::int64_t started_us = clock.MonotonicMicros();
+  const std::int64_t timeout_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options.timeout).count();
   Unreleased unreleased(engine::Env{*store_, options_, clock, *options_.logger});
   // Every attempt's id starts with the first attempt's first 16 hex digits: wait-die breaks
   // ties of age by id, so the order between two runs of the same age stays the same across
@@ -401,7 +406,7 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
       return r;
     }
     Status failed = r.status();
-    const bool out_of_time = clock.NowMillis() - priority_ms >= options.timeout.count() ||
+    const bool out_of_time = clock.MonotonicMicros() - started_us >= timeout_us ||
                              (options.max_attempts > 0 && attempt >= options.max_attempts);
     const bool pinned = impl.pinned_conflict && failed.code() == Code::kConflict;
     if (!failed.IsRetryableTransaction() || out_of_time || pinned) {

@@ -74,7 +74,8 @@ struct TransactionHooks {
 
 struct RunOptions {
   // How long to keep re-running on kConflict, kBusy and kAborted, counted from the start of
-  // the first attempt; then the last attempt's status is returned.
+  // the first attempt on monotonic time (a step of the wall clock does not move it); then the
+  // last attempt's status is returned.
   std::chrono::milliseconds timeout{10'000};
   // Most attempts in all; 0: limited by `timeout` only.
   int max_attempts = 0;
