@@ -144,6 +144,11 @@ class RealClock final : public Clock {
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
+  std::int64_t MonotonicMicros() override {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   void SleepFor(std::chrono::microseconds d) override { std::this_thread::sleep_for(d); }
 };
 }  // namespace

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "engine/env.h"
+#include "engine/txn_id.h"
 #include "litetx/database.h"
 #include "litetx/transaction.h"
 
@@ -44,8 +45,8 @@ class Coordinator {
   // See Database::Commit for the outcomes.
   Result<CommitInfo> Commit(const Transaction& txn, CommitRequest request = {});
 
-  // A fresh transaction id: 24 random hex digits.
-  static std::string NewTxnId();
+  // A fresh transaction id (engine/txn_id.h).
+  static std::string NewTxnId() { return engine::NewTxnId(); }
 
  private:
   Env env_;

@@ -21,7 +21,7 @@ void Prune(Meta& meta, std::string_view owner, std::int64_t now) {
 constexpr int kMaxRaces = 64;
 
 Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool write,
-                   std::int64_t lease_ms) {
+                   std::int64_t lease_ms, bool* maybe_taken) {
   Retry retry(env, env.options.max_attempts);
   for (int races = 0;; ++races) {
     if (races > kMaxRaces) return Status::Busy("lock of " + Where(key) + ": it keeps changing");
@@ -46,6 +46,7 @@ Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool wri
       if (r.ok()) return Status::Ok();
       continue;  // changed meanwhile: look again
     }
+    if (r.code() == Code::kUnknown && maybe_taken != nullptr) *maybe_taken = true;
     if (Transient(r.code()) && retry.Next()) continue;  // a lost reply is checked by the re-read
     return Status::Unavailable("lock of " + Where(key) + ": " + r.status().ToString());
   }

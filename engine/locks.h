@@ -17,10 +17,12 @@ namespace litetx::engine {
 
 // Takes (or upgrades to write) `owner.id`'s lock on `key`, valid for `lease_ms`. Returns OK
 // (also when already held in this mode or a stronger one), kNotFound / kDeleted (no live
-// document to lock), kBusy, kUnavailable, kCorruption.
+// document to lock), kBusy, kUnavailable, kCorruption. If `maybe_taken` is not null, it is set
+// to true when the reply of a lock write was lost: on a failure the lock may then be stored
+// all the same, and the caller must release it (ReleaseLock) as if it held it.
 // REQUIRES: owner.id is not empty.
 Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool write,
-                   std::int64_t lease_ms);
+                   std::int64_t lease_ms, bool* maybe_taken = nullptr);
 
 // Removes `owner`'s lock from `key`, with any expired entries. OK if there is none (or no
 // document); kUnavailable, kCorruption.

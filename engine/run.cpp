@@ -1,5 +1,5 @@
 // Database::Run and TxnContext (litetx/run.h): buffered writes with read-your-writes,
-// optimistic and pessimistic locks, re-running on contention, hooks once per transaction.
+// optimistic and pessimistic locks, re-running on contention, hooks.
 //
 // The context keeps, per document, the committed image read at first touch (the base) and
 // the image with this transaction's writes applied, computed by the engine's own Prepare so
@@ -16,6 +16,7 @@
 #include "engine/coordinator.h"
 #include "engine/locks.h"
 #include "engine/meta.h"
+#include "engine/txn_id.h"
 #include "engine/validate.h"
 #include "engine/worklist.h"
 #include "litetx/database.h"
@@ -47,7 +48,9 @@ struct TxnContext::Impl {
   Status Apply(Action action);
   Result<ReadResult> View(const Key& key);
   Transaction Build() const;
-  void ReleaseLocks();
+  // Releases every lock in `locks` and empties it. Returns the keys whose release failed
+  // (their entries stay until they expire unless released later).
+  std::vector<Key> ReleaseLocks();
 
   Database& db;
   engine::Coordinator& coordinator;
@@ -57,8 +60,9 @@ struct TxnContext::Impl {
   std::int64_t priority_ms;
   int attempt;
   std::map<Key, Entry> entries;
+  // The locks this attempt holds, or may hold: a Lock that failed after its lock write's reply
+  // was lost is counted too (releasing a lock that is not there writes nothing).
   std::vector<Key> locks;
-  std::vector<Action>* recording = nullptr;  // before_commit: writes are also kept here
   // A conflict met by the callback itself (a version it pinned did not match, an insert over
   // a live document): running the callback again cannot help, so Run returns it instead.
   bool pinned_conflict = false;
@@ -146,11 +150,10 @@ Status TxnContext::Impl::Apply(Action action) {
     entry.image = StoredDocument{engine::MakeStored(engine::UserFields(p->final), *meta), 0};
   }
   if (++entry.writes == 1) {
-    entry.single = action;
+    entry.single = std::move(action);
   } else {
     entry.single.reset();
   }
-  if (recording != nullptr) recording->push_back(std::move(action));
   return Status::Ok();
 }
 
@@ -199,15 +202,18 @@ Transaction TxnContext::Impl::Build() const {
   return txn;
 }
 
-void TxnContext::Impl::ReleaseLocks() {
-  for (const Key& key : locks) {
+std::vector<Key> TxnContext::Impl::ReleaseLocks() {
+  std::vector<Key> failed;
+  for (Key& key : locks) {
     Status s = engine::ReleaseLock(env, key, id);
     if (!s.ok()) {
-      env.log.warn("txn {}: could not release its lock on {}/{} ({}); it expires with its lease",
-                   id, key.collection, key.id, s.ToString());
+      env.log.debug("txn {}: could not release its lock on {}/{} ({})", id, key.collection,
+                    key.id, s.ToString());
+      failed.push_back(std::move(key));
     }
   }
   locks.clear();
+  return failed;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,7 +223,10 @@ TxnContext::TxnContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 TxnContext::~TxnContext() {
   try {
-    impl_->ReleaseLocks();
+    for (const Key& key : impl_->ReleaseLocks()) {
+      impl_->env.log.warn("txn {}: could not release its lock on {}/{}; it expires with its lease",
+                          impl_->id, key.collection, key.id);
+    }
   } catch (...) {
     // A store that throws (e.g. a simulated crash) leaves the locks to expire.
   }
@@ -289,13 +298,15 @@ Status TxnContext::Lock(std::string_view collection, std::string_view id, LockMo
   if (Status s = ValidKey(collection, id); !s.ok()) return s;
   Key key = MakeKey(collection, id);
   engine::Waiter self{impl_->id, impl_->priority_ms, !impl_->locks.empty()};
+  bool maybe_taken = false;
   Status s = engine::AcquireLock(impl_->env, key, self, mode == LockMode::kWrite,
-                                 impl_->options.lock_lease.count());
-  if (!s.ok()) return s;
-  if (std::find(impl_->locks.begin(), impl_->locks.end(), key) == impl_->locks.end()) {
-    impl_->locks.push_back(key);
+                                 impl_->options.lock_lease.count(), &maybe_taken);
+  // A failure after a lost reply may have left the lock stored: it is released with the rest.
+  if ((s.ok() || maybe_taken) &&
+      std::find(impl_->locks.begin(), impl_->locks.end(), key) == impl_->locks.end()) {
+    impl_->locks.push_back(std::move(key));
   }
-  return Status::Ok();
+  return s;
 }
 
 const std::string& TxnContext::txn_id() const { return impl_->id; }
@@ -304,61 +315,98 @@ int TxnContext::attempt() const { return impl_->attempt; }
 // ---------------------------------------------------------------------------------------------
 // Database::Run
 
+namespace {
+
+// Locks of earlier attempts whose release failed: tried again before each later attempt and
+// when the run ends, so that they do not keep the run's next attempt (or anyone) waiting until
+// they expire.
+class Unreleased {
+ public:
+  explicit Unreleased(engine::Env env) : env_(env) {}
+  Unreleased(const Unreleased&) = delete;
+  Unreleased& operator=(const Unreleased&) = delete;
+  ~Unreleased() {
+    try {
+      ReleaseAgain(/*last=*/true);
+    } catch (...) {
+      // A store that throws (e.g. a simulated crash) leaves the locks to expire.
+    }
+  }
+
+  void Add(const std::string& owner, std::vector<Key> keys) {
+    for (Key& k : keys) locks_.emplace_back(owner, std::move(k));
+  }
+  // Tries each release again; keeps those that fail, unless `last` (then they are logged and
+  // left to expire).
+  void ReleaseAgain(bool last = false) {
+    std::erase_if(locks_, [&](const std::pair<std::string, Key>& l) {
+      Status s = engine::ReleaseLock(env_, l.second, l.first);
+      if (!s.ok() && last) {
+        env_.log.warn("txn {}: could not release its lock on {}/{} ({}); it expires with its "
+                      "lease", l.first, l.second.collection, l.second.id, s.ToString());
+      }
+      return s.ok() || last;
+    });
+  }
+
+ private:
+  engine::Env env_;
+  std::vector<std::pair<std::string, Key>> locks_;  // (owner, document)
+};
+
+}  // namespace
+
 Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
                                  const RunOptions& options) {
   Clock& clock = *options_.clock;
-  const std::int64_t start = clock.NowMillis();
-  std::vector<Action> hook_writes;
-  bool hook_called = false;
+  // The run's age for wait-die is wall time (other processes compare it); its timeout is
+  // measured on monotonic time, so that a step of the wall clock does not move it.
+  const std::int64_t priority_ms = clock.NowMillis();
+  const std::int64_t started_us = clock.MonotonicMicros();
+  const std::int64_t timeout_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options.timeout).count();
+  Unreleased unreleased(engine::Env{*store_, options_, clock, *options_.logger});
   // Every attempt's id starts with the first attempt's first 16 hex digits: wait-die breaks
   // ties of age by id, so the order between two runs of the same age stays the same across
   // their re-runs. The last 8 digits are new on each attempt (each has its own record).
-  const std::string first_id = coordinator_->NewTxnId();
+  const std::string first_id = engine::NewTxnId();
   auto attempt_id = [&](int attempt) {
-    return attempt == 1 ? first_id : first_id.substr(0, 16) + coordinator_->NewTxnId().substr(16);
+    return attempt == 1 ? first_id : first_id.substr(0, 16) + engine::NewTxnId().substr(16);
   };
   std::mt19937_64 rng(std::hash<std::string>{}(first_id));
   std::chrono::milliseconds backoff = options.backoff.initial;
   auto give_up = [&](Status s) -> Result<CommitInfo> {
+    unreleased.ReleaseAgain();  // before after_rollback, which may expect the locks gone
     if (s.code() != Code::kUnknown && options.hooks.after_rollback) options.hooks.after_rollback(s);
     return s;
   };
   for (int attempt = 1;; ++attempt) {
+    unreleased.ReleaseAgain();
     TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, options,
-                                                      attempt_id(attempt), start, attempt));
+                                                      attempt_id(attempt), priority_ms, attempt));
     TxnContext::Impl& impl = *ctx.impl_;
     Status s = fn(ctx);
-    if (s.ok() && hook_called) {
-      for (const Action& a : hook_writes) {
-        if (s = impl.Apply(a); !s.ok()) break;
-      }
-    } else if (s.ok() && options.hooks.before_commit) {
-      hook_called = true;
-      impl.recording = &hook_writes;
-      s = options.hooks.before_commit(ctx);
-      impl.recording = nullptr;
-      if (!s.ok()) {
-        impl.ReleaseLocks();  // before after_rollback, which may expect them gone
-        return give_up(s);
-      }
-    }
+    // before_commit runs on every attempt whose callback succeeded, so that what it reads is
+    // read again, and what it writes computed again, whenever the attempt is repeated.
+    if (s.ok() && options.hooks.before_commit) s = options.hooks.before_commit(ctx);
     Result<CommitInfo> r = s;
     if (s.ok()) {
       Transaction txn = impl.Build();
       if (txn.empty()) {
         r = CommitInfo{impl.id, {}, attempt};
       } else {
-        r = coordinator_->Commit(txn, engine::CommitRequest{impl.id, start, !impl.locks.empty()});
+        r = coordinator_->Commit(txn, engine::CommitRequest{impl.id, priority_ms, !impl.locks.empty()});
       }
     }
-    impl.ReleaseLocks();
+    unreleased.Add(impl.id, impl.ReleaseLocks());
     if (r.ok()) {
+      unreleased.ReleaseAgain();
       r->attempts = attempt;
       if (options.hooks.after_commit) options.hooks.after_commit(*r);
       return r;
     }
     Status failed = r.status();
-    const bool out_of_time = clock.NowMillis() - start >= options.timeout.count() ||
+    const bool out_of_time = clock.MonotonicMicros() - started_us >= timeout_us ||
                              (options.max_attempts > 0 && attempt >= options.max_attempts);
     const bool pinned = impl.pinned_conflict && failed.code() == Code::kConflict;
     if (!failed.IsRetryableTransaction() || out_of_time || pinned) {

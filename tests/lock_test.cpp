@@ -92,6 +92,63 @@ TEST_F(LockTest, LocksAreReleasedAtRollbackAndWhenTheScopeEnds) {
   EXPECT_EQ(LocksOn("x"), 0u);
 }
 
+// A store that loses the reply of the first lock write on c/x (the lock is stored) and then
+// fails the next `failed_reads` reads of c/x, so that Lock cannot learn that it holds the lock.
+std::shared_ptr<litetx::FaultInjectingStore> LoseLockReplyThenFailReads(const World& w,
+                                                                        int failed_reads) {
+  litetx::FaultOptions fo;
+  fo.clock = w.clock;
+  auto lost = std::make_shared<std::atomic<bool>>(false);
+  auto reads_to_fail = std::make_shared<std::atomic<int>>(0);
+  fo.rule = [=](litetx::StoreOp op, const Key& key, std::uint64_t) {
+    if (key != Key{"c", "x"}) return litetx::Fault::kNone;
+    if (op == litetx::StoreOp::kReplace && !lost->exchange(true)) {
+      reads_to_fail->store(failed_reads);
+      return litetx::Fault::kLostReply;
+    }
+    if (op == litetx::StoreOp::kGet && reads_to_fail->fetch_sub(1) > 0) {
+      return litetx::Fault::kTransient;
+    }
+    return litetx::Fault::kNone;
+  };
+  return std::make_shared<litetx::FaultInjectingStore>(w.mem, fo);
+}
+
+TEST_F(LockTest, LockWhoseReplyWasLostIsReleasedBeforeTheNextAttempt) {
+  // Every read of Lock's re-look fails (Options::max_attempts of them), so Lock reports
+  // kUnavailable although its lock is stored. The callback treats that as worth a re-run.
+  auto faulty = LoseLockReplyThenFailReads(*this, Opts().max_attempts);
+  litetx::Database fdb(faulty, Opts());
+  std::vector<Code> lock_codes;
+  RunOptions o;
+  o.max_attempts = 3;
+  auto r = fdb.Run([&](TxnContext& tx) -> Status {
+    Status s = tx.Lock("c", "x", LockMode::kWrite);
+    lock_codes.push_back(s.code());
+    if (s.code() == Code::kUnavailable) return Status::Busy("store trouble; run again");
+    if (!s.ok()) return s;
+    return tx.Update("c", "x", {{"n", 5}});
+  }, o);
+  EXPECT_EQ(faulty->lost_replies(), 1u);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 2);  // the second attempt was not kept out by the first one's lock
+  EXPECT_EQ(lock_codes, (std::vector<Code>{Code::kUnavailable, Code::kOk}));
+  EXPECT_EQ(LocksOn("x"), 0u);
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(2, Obj(R"({"n":5})")));
+}
+
+TEST_F(LockTest, LockWhoseReplyWasLostIsReleasedWhenTheRunEnds) {
+  auto faulty = LoseLockReplyThenFailReads(*this, Opts().max_attempts);
+  litetx::Database fdb(faulty, Opts());
+  auto r = fdb.Run([&](TxnContext& tx) { return tx.Lock("c", "x", LockMode::kWrite); });
+  EXPECT_EQ(r.code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_EQ(faulty->lost_replies(), 1u);
+  EXPECT_EQ(LocksOn("x"), 0u) << "the stored lock was left to expire";
+  const auto t0 = clock->NowMillis();
+  MustCommit(*other, Transaction().Update("c", "x", {{"n", 3}}));
+  EXPECT_EQ(clock->NowMillis(), t0);  // nothing to wait for
+}
+
 TEST_F(LockTest, LockOfADeadOwnerExpiresWithItsLease) {
   litetx::engine::Meta m = MetaOf(*mem, "c", "x");
   m.locks.push_back({"dead-owner", true, clock->NowMillis() + 1000, clock->NowMillis()});

@@ -1,5 +1,6 @@
 // tests/run_test.cpp — Database::Run and TxnContext: read-your-writes, how buffered writes
-// become actions, re-running on contention, hooks once per logical transaction, optimistic
+// become actions, re-running on contention, hooks (before_commit with every attempt that
+// reaches its commit, after_commit and after_rollback once per logical transaction), optimistic
 // locking, serializable checks, and every way a run ends.
 #include "test_util.h"
 
@@ -77,12 +78,12 @@ TEST_F(RunTest, WritesCombineIntoOneActionPerDocument) {
   EXPECT_EQ(ReadImage(*db, "c", "gone"), Found(2, Obj(R"({"again":true})")));
 }
 
-TEST_F(RunTest, ReadThenWrittenDocumentIsRerunWhenItChangedAndHooksFireOnce) {
+TEST_F(RunTest, ReadThenWrittenDocumentIsRerunWhenItChanged) {
   int runs = 0, before = 0, after = 0, rolled = 0;
   RunOptions o;
   o.hooks.before_commit = [&](TxnContext& tx) {
     ++before;
-    return tx.Insert("audit", "t1", {{"what", "transfer"}});  // replayed on the re-run
+    return tx.Insert("audit", "t1", {{"what", "transfer"}});  // made again on the re-run
   };
   o.hooks.after_commit = [&](const CommitInfo& info) { ++after; EXPECT_EQ(info.attempts, 2); };
   o.hooks.after_rollback = [&](const Status&) { ++rolled; };
@@ -102,12 +103,49 @@ TEST_F(RunTest, ReadThenWrittenDocumentIsRerunWhenItChangedAndHooksFireOnce) {
   EXPECT_EQ(ids[0].substr(0, 16), ids[1].substr(0, 16));  // ...and the same wait-die tie-break
   EXPECT_EQ(r->txn_id, ids[1]);
   EXPECT_EQ(runs, 2);
-  EXPECT_EQ(before, 1);
-  EXPECT_EQ(after, 1);
+  EXPECT_EQ(before, 2);  // with each attempt
+  EXPECT_EQ(after, 1);   // once
   EXPECT_EQ(rolled, 0);
   EXPECT_EQ(Balance("alice"), 91);  // the concurrent +1 is not lost
   EXPECT_EQ(Balance("bob"), 60);
   EXPECT_EQ(ReadImage(*db, "audit", "t1"), Found(1, Obj(R"({"what":"transfer"})")));
+}
+
+TEST_F(RunTest, BeforeCommitReadsAgainOnEveryAttemptSoItsUpdateIsNotLost) {
+  // The hook counts the transaction: it reads a counter and writes what it read plus one.
+  // Another transaction adds 10 after the first attempt's hook ran and before its commit, so
+  // that attempt fails kConflict. The second attempt's hook must read 10 and write 11.
+  MustCommit(*db, Transaction().Insert("stats", "counter", {{"n", 0}}));
+  int runs = 0, hooks = 0, after = 0, rolled = 0;
+  std::vector<std::int64_t> seen;
+  RunOptions o;
+  o.hooks.before_commit = [&](TxnContext& tx) -> Status {
+    ++hooks;
+    EXPECT_EQ(tx.attempt(), runs);  // right after this attempt's callback
+    auto c = tx.Get("stats", "counter");
+    if (!c.ok()) return c.status();
+    const std::int64_t n = c->doc.at("n").as_int64();
+    seen.push_back(n);
+    if (Status s = tx.Update("stats", "counter", {{"n", n + 1}}); !s.ok()) return s;
+    if (tx.attempt() == 1) {
+      MustCommit(*other, Transaction().Adjust("stats", "counter", {{"n", 10}}));
+    }
+    return Status::Ok();
+  };
+  o.hooks.after_commit = [&](const CommitInfo&) { ++after; };
+  o.hooks.after_rollback = [&](const Status&) { ++rolled; };
+  auto r = db->Run([&](TxnContext& tx) -> Status {
+    ++runs;
+    return tx.Adjust("acct", "bob", {{"balance", 1}});
+  }, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 2);
+  EXPECT_EQ(hooks, 2);  // before every attempt's commit
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 10}));
+  EXPECT_EQ(after, 1);  // once per logical transaction
+  EXPECT_EQ(rolled, 0);
+  EXPECT_EQ(ReadImage(*db, "stats", "counter"), Found(3, Obj(R"({"n":11})")));
+  EXPECT_EQ(Balance("bob"), 51);
 }
 
 TEST_F(RunTest, GivesUpAfterMaxAttemptsWithTheLastStatus) {
@@ -180,6 +218,27 @@ TEST_F(RunTest, BeforeCommitCanVetoAndBadInputIsRejectedAtTheCall) {
   EXPECT_EQ(r.code(), Code::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "vetoed");
   EXPECT_TRUE(SameDump(before, DumpStore(*mem, {"acct"})));
+}
+
+TEST_F(RunTest, BeforeCommitStatusIsHandledLikeTheCallbacks) {
+  // A retryable status from the hook runs the attempt again; the failed attempt wrote nothing.
+  int runs = 0, rolled = 0;
+  RunOptions o;
+  o.hooks.before_commit = [&](TxnContext& tx) -> Status {
+    if (Status s = tx.Adjust("acct", "alice", {{"balance", -1}}); !s.ok()) return s;
+    return tx.attempt() == 1 ? Status::Busy("not now") : Status::Ok();
+  };
+  o.hooks.after_rollback = [&](const Status&) { ++rolled; };
+  auto r = db->Run([&](TxnContext& tx) {
+    ++runs;
+    return tx.Adjust("acct", "bob", {{"balance", 1}});
+  }, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->attempts, 2);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(rolled, 0);
+  EXPECT_EQ(Balance("alice"), 99);
+  EXPECT_EQ(Balance("bob"), 51);
 }
 
 TEST_F(RunTest, OptimisticLockReportsTheCurrentVersionAndIsNotRerun) {

@@ -107,8 +107,9 @@ class Database {
   // document), or the status that ended it: the callback's own non-OK status (nothing is
   // written), the last retryable status once the timeout or max_attempts is reached, or any
   // other outcome of Commit (kUnknown is returned at once, never re-run).
-  // REQUIRES: fn is callable; it may run several times and must not have side effects
-  // outside the context that it cannot repeat (use the hooks for those).
+  // REQUIRES: fn is callable; it may run several times (and so may a before_commit hook) and
+  // must not have side effects outside the context that it cannot repeat (use after_commit
+  // and after_rollback for those).
   Result<CommitInfo> Run(const std::function<Status(TxnContext&)>& fn,
                          const RunOptions& options = {});
 

@@ -27,7 +27,8 @@ struct Options {
   // Where the engine logs (warnings for stuck or repaired state, debug traces). The host
   // owns the logger; null means log nothing.
   std::shared_ptr<spdlog::logger> logger;
-  // Wall clock and sleeping; null means SystemClock(). Tests pass a ManualClock.
+  // Wall time (leases, expiries, ages), monotonic time (every timeout and wait) and sleeping;
+  // null means SystemClock(). Tests pass a ManualClock.
   std::shared_ptr<Clock> clock;
   // How long a transaction's record stays safe from collectors without being renewed (its GC
   // timestamp is now + lease). A live coordinator renews it in the background (see
@@ -40,8 +41,8 @@ struct Options {
   // to now + lease. Off: a transaction extends its lease only itself, before each apply once
   // half of it has gone, so a commit that stalls longer than the lease can be rolled back.
   bool renew_leases = true;
-  // How long to wait for a document held by another transaction before failing kBusy.
-  // Zero fails at once.
+  // How long to wait for a document held by another transaction before failing kBusy, on
+  // monotonic time. Zero fails at once.
   std::chrono::milliseconds busy_timeout{2'000};
   // Backoff between looks at a busy document.
   BackoffOptions busy_backoff{std::chrono::milliseconds{1}, std::chrono::milliseconds{50}};
@@ -53,8 +54,9 @@ struct Options {
   // and kUnknown if a lost reply leaves it open (settle with Database::Outcome). After the
   // commit point the rest is left to the GC and the commit still reports kOk.
   int max_attempts = 4;
-  // How long active rollback keeps retrying transient store errors. Zero means never give up
-  // (seed 000); otherwise what is left is reported in the log and left to the GC.
+  // How long active rollback keeps retrying transient store errors, on monotonic time. Zero
+  // means never give up (seed 000); otherwise what is left is reported in the log and left to
+  // the GC.
   std::chrono::milliseconds rollback_timeout{0};
   // Largest accepted document, as serialised JSON including engine metadata.
   std::size_t max_document_bytes = 1 << 20;

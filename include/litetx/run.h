@@ -53,12 +53,16 @@ struct CommitInfo;
 // lock is exclusive: it also keeps them from read-locking it. Plain reads are never blocked.
 enum class LockMode : std::uint8_t { kRead, kWrite };
 
-// Lifecycle hooks of one logical transaction (seed 002: dispatched once, not again when the
-// transaction is retried).
+// Lifecycle hooks of a run. after_commit and after_rollback fire once per logical transaction,
+// however many attempts it takes (seed 002). before_commit is part of each attempt.
 struct TransactionHooks {
-  // Called once, after the callback first returns OK and before the first commit attempt. It
-  // may add writes through the context; they are kept and replayed (after the callback) on
-  // every later attempt. A non-OK status ends the run with that status; nothing is written.
+  // Called on every attempt whose callback returned OK, right before that attempt's commit,
+  // with the attempt's context. Its reads and writes belong to the attempt exactly as the
+  // callback's do: when the attempt is run again the hook runs again, reads the documents
+  // afresh and computes its writes from what it read then. A non-OK status is handled as if
+  // the callback had returned it: the attempt writes nothing, and kConflict, kBusy or kAborted
+  // run it again while any other status ends the run. Like the callback it may run several
+  // times, so side effects outside the store belong in after_commit.
   std::function<Status(TxnContext&)> before_commit;
   // Called once, after the transaction committed.
   std::function<void(const CommitInfo&)> after_commit;
@@ -70,7 +74,8 @@ struct TransactionHooks {
 
 struct RunOptions {
   // How long to keep re-running on kConflict, kBusy and kAborted, counted from the start of
-  // the first attempt; then the last attempt's status is returned.
+  // the first attempt on monotonic time (a step of the wall clock does not move it); then the
+  // last attempt's status is returned.
   std::chrono::milliseconds timeout{10'000};
   // Most attempts in all; 0: limited by `timeout` only.
   int max_attempts = 0;
@@ -83,7 +88,7 @@ struct RunOptions {
   // Lease of the pessimistic locks this transaction takes: a lock whose owner died expires
   // this long after it was taken. Must exceed the callback's longest run.
   std::chrono::milliseconds lock_lease{30'000};
-  // Called once per logical transaction; see TransactionHooks.
+  // before_commit on every attempt, after_commit and after_rollback once; see TransactionHooks.
   TransactionHooks hooks;
 };
 
@@ -135,7 +140,8 @@ class TxnContext {
   // younger one fails at once. Returns OK (also if already held in this mode or stronger; a
   // read lock is upgraded to write when no other reader holds one), kBusy (retry the
   // transaction), kNotFound / kDeleted (nothing to lock), kInvalidArgument, kUnavailable,
-  // kCorruption.
+  // kCorruption. A kUnavailable after the store lost the reply of the lock write may leave
+  // the lock stored: it is then released with the attempt's other locks all the same.
   Status Lock(std::string_view collection, std::string_view id, LockMode mode);
 
   // This attempt's transaction id (also its lock owner id), and its 1-based attempt number.
