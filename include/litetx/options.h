@@ -27,7 +27,10 @@ struct Options {
   // Where the engine logs (warnings for stuck or repaired state, debug traces). The host
   // owns the logger; null means log nothing.
   std::shared_ptr<spdlog::logger> logger;
-  // Wall clock and sleeping; null means SystemClock(). Tests pass a ManualClock.
+  // Wall clock and sleeping; null means SystemClock(). Tests pass a ManualClock. It also
+  // gives an inserted id with no stored version its first version (milliseconds x 1000), so
+  // it must not run far behind the clocks of other processes on the store
+  // (docs/protocol.md §7).
   std::shared_ptr<Clock> clock;
   // How long after a transaction starts a garbage collector may treat it as abandoned (the
   // ActiveTransaction document's GC timestamp is now + lease). Seed 003 suggests minutes.
