@@ -123,7 +123,8 @@ Status CommitRun::PrepareSlot(Slot& slot, bool one_write) {
   Waiter waiter{id_, priority_ms_, holding_locks_};
   auto cur = AwaitFree(env_, slot.action->key, waiter, slot.is_write() ? Need::kWrite : Need::kCheck);
   if (!cur.ok()) return cur.status();
-  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version, one_write);
+  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version,
+                   FirstVersion(env_.clock.NowMillis()), one_write);
   if (!p.ok()) return p.status();
   slot.prep = std::move(p).value();
   slot.existed = cur->has_value();
@@ -371,7 +372,8 @@ Status CommitRun::Reacquire(Slot& slot) {
       return Status::Ok();
     }
   }
-  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version);
+  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version,
+                   FirstVersion(env_.clock.NowMillis()));
   if (!p.ok()) return p.status();
   Slot next = slot;
   next.prep = std::move(p).value();
@@ -454,7 +456,8 @@ Status CommitRun::RevalidateChecks() {
     if (s.is_write()) continue;
     auto cur = AwaitFree(env_, s.action->key, Waiter{id_, priority_ms_, true}, Need::kCheck);
     if (!cur.ok()) return cur.status();
-    auto p = Prepare(*s.action, *cur, id_, env_.options.default_schema_version);
+    auto p = Prepare(*s.action, *cur, id_, env_.options.default_schema_version,
+                     FirstVersion(env_.clock.NowMillis()));
     if (!p.ok()) return p.status();
   }
   return Status::Ok();

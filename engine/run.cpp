@@ -132,7 +132,8 @@ Status TxnContext::Impl::Apply(Action action) {
   auto e = Load(action.key);
   if (!e.ok()) return e.status();
   Entry& entry = **e;
-  auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version);
+  auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version,
+                           engine::FirstVersion(env.clock.NowMillis()));
   if (!p.ok()) {
     // Against the committed state this attempt read: re-running would meet it again.
     if (p.code() == Code::kConflict) pinned_conflict = true;

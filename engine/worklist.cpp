@@ -1,5 +1,6 @@
 #include "engine/worklist.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -61,8 +62,13 @@ void AttachUndo(json::object& held, const WorkAction& w) {
 
 }  // namespace
 
+std::uint64_t FirstVersion(std::int64_t now_ms) {
+  return now_ms > 0 ? static_cast<std::uint64_t>(now_ms) * 1000 : 1;
+}
+
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
-                         const std::string& txn, std::uint32_t default_schema, bool final_only) {
+                         const std::string& txn, std::uint32_t default_schema,
+                         std::uint64_t first_version, bool final_only) {
   Meta meta;
   Prior prior = Prior::kAbsent;
   if (current) {
@@ -109,7 +115,11 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
 
   json::object body = current ? UserFields(current->value) : json::object{};
   Meta held;
-  held.version = meta.version + 1;
+  // An insert with no version to continue from (absent, or a placeholder at 0) starts at
+  // first_version, above anything the id had before its history was purged.
+  held.version = action.type == ActionType::kInsert && meta.version == 0
+                     ? std::max<std::uint64_t>(first_version, 1)
+                     : meta.version + 1;
   held.schema_version = meta.schema_version;
   held.txn = txn;
   held.last_writer = txn;

@@ -6,6 +6,7 @@
 // its committed form, its rolled-back form, and the image a read-committed reader sees.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -27,7 +28,19 @@ struct Prepared {
   std::uint64_t final_version = 0;
 };
 
+// The version an insert starts at when the id has no version to continue from: it is absent
+// from the store (never written, or its tombstone or placeholder was purged), or it is a
+// placeholder at version 0 (a collector's fence on an absent key). It is `now_ms` (the
+// inserting Database's clock) in microseconds, at least 1: it stays below 2^53 (exact in a
+// double) until the year 2255. A purged id was deleted at least the tombstone retention
+// earlier, so every version of its earlier life is below this, as long as that life averaged
+// fewer than 1000 writes per millisecond and the clocks of the processes differ by less than
+// the retention (docs/protocol.md §1.1, §7). Versions of an id therefore never repeat.
+std::uint64_t FirstVersion(std::int64_t now_ms);
+
 // Evaluates `action` against `current` (std::nullopt: absent) for transaction `txn`.
+// first_version: FirstVersion(now) — the version of an insert when `current` is absent or at
+// version 0; every other write adds 1 to the current version.
 // REQUIRES: `action` passed validation; `current`, if any, is not held by another txn.
 // Returns the prepared entry, or kNotFound / kDeleted / kConflict (expected version, or an
 // insert over a live document) / kFailedPrecondition (adjust of a missing or non-numeric
@@ -36,7 +49,7 @@ struct Prepared {
 // one-write path, which writes the final document directly.
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
                          const std::string& txn, std::uint32_t default_schema,
-                         bool final_only = false);
+                         std::uint64_t first_version, bool final_only = false);
 
 // The committed form of a document held by its transaction: reference cleared; a pending
 // delete becomes a tombstone (body cleared, version + 1).

@@ -1,5 +1,6 @@
 // A small tour of litetx on the in-memory store: a few transactions and what happened.
 // Exits 0 if every step ended the way the comments say.
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -44,6 +45,8 @@ int main() {
                             .Insert("accounts", "bob", {{"owner", "Bob"}, {"balance", 50}}));
   Expect("open two accounts (2 inserts)", open.code(), Code::kOk,
          Show(db, "alice") + "  " + Show(db, "bob"));
+  // A new id's first version comes from the clock (microseconds); each write adds 1.
+  const std::uint64_t alice_opened = open.ok() ? open->versions[0] : 0;
 
   counting->Reset();
   auto transfer = db.Commit(litetx::Transaction()
@@ -54,12 +57,12 @@ int main() {
              std::to_string(counting->counts().writes()));
 
   auto stale = db.Commit(litetx::Transaction()
-                             .Update("accounts", "alice", {{"owner", "Alice B."}}, {}, 1)
+                             .Update("accounts", "alice", {{"owner", "Alice B."}}, {}, alice_opened)
                              .Adjust("accounts", "bob", {{"balance", 1}}));
   std::string current = stale.ok() || !stale.status().current_version()
                             ? "?"
                             : std::to_string(*stale.status().current_version());
-  Expect("update alice expecting version 1", stale.code(), Code::kConflict,
+  Expect("update alice expecting her opening version", stale.code(), Code::kConflict,
          "current version " + current + "; " + Show(db, "bob"));
 
   auto missing = db.Commit(litetx::Transaction()

@@ -96,7 +96,9 @@ std::string RunCrashCase(const Scenario& s, const Oracle& o, std::uint64_t crash
                          std::uint64_t gc_crash_j, bool* coordinator_crashed = nullptr);
 
 // Compares `final` with the oracle: "" if it is entirely before or entirely after (with the
-// oracle's exact versions when after). `must` forces one side: 'b', 'a' or 0 for either.
+// oracle's exact versions when after; a document the transaction inserted where none was
+// stored gets a clock-derived first version, at or after the oracle's) and no version went
+// down. `must` forces one side: 'b', 'a' or 0 for either.
 std::string CheckFinal(litetx::Store& store, const Oracle& o, std::size_t n, char must);
 
 }  // namespace ptest

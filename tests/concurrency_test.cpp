@@ -84,8 +84,8 @@ TEST(ConcurrencyTest, ConcurrentTransfersConserveTheTotal) {
     ASSERT_EQ(img.state, litetx::DocumentState::kFound);
     EXPECT_EQ(img.doc.at("balance").as_int64(), kInitial + net[i]) << "account " << i;
     // +1 per committed transfer touching it, +2 per rolled-back one (apply, then reverse).
-    ASSERT_GE(img.version, 1 + touched[i]) << "account " << i;
-    EXPECT_EQ((img.version - 1 - touched[i]) % 2, 0u) << "account " << i;
+    ASSERT_GE(img.version, V(1) + touched[i]) << "account " << i;
+    EXPECT_EQ((img.version - V(1) - touched[i]) % 2, 0u) << "account " << i;
     total += img.doc.at("balance").as_int64();
   }
   EXPECT_EQ(total, kInitial * kAccounts);
@@ -121,7 +121,7 @@ TEST(ConcurrencyTest, ConcurrentFastPathIncrementsAreAllApplied) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(ok.load(), kThreads * kEach);
-  EXPECT_EQ(ReadImage(db, "c", "counter"), Found(1 + kThreads * kEach, json::object{{"n", kThreads * kEach}}));
+  EXPECT_EQ(ReadImage(db, "c", "counter"), Found(V(1) + kThreads * kEach, json::object{{"n", kThreads * kEach}}));
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ class FaultTest : public ::testing::Test, public World {
     EXPECT_EQ(ReadImage(*reader, "c", "b").doc, Obj(R"({"n":0})"));
     ExpectClean(*mem, {"c"});
   }
-  void ExpectTransferred(std::uint64_t version = 2) {
+  void ExpectTransferred(std::uint64_t version = V(2)) {
     EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(version, Obj(R"({"n":90})")));
     EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(version, Obj(R"({"n":10})")));
   }
@@ -108,23 +108,23 @@ TEST_F(FaultTest, FastPathLostReplyThatLandedIsAppliedOnce) {
   hook->after = LoseReply(Op::kReplace, {"c", "a"}, 1);
   auto r = db.Commit(Transaction().Adjust("c", "a", {{"n", 10}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->versions, std::vector<std::uint64_t>{2});
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(2, Obj(R"({"n":110})")));
+  EXPECT_EQ(r->versions, std::vector<std::uint64_t>{V(2)});
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(2), Obj(R"({"n":110})")));
   EXPECT_EQ(hook->calls(Op::kReplace, {"c", "a"}), 1);
   // Same for an insert's Create and a delete.
   hook->after = LoseReply(Op::kCreate, {"c", "x"}, 1);
   ASSERT_TRUE(db.Commit(Transaction().Insert("c", "x", {{"k", 1}})).ok());
-  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(1, Obj(R"({"k":1})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(V(1), Obj(R"({"k":1})")));
   hook->after = LoseReply(Op::kReplace, {"c", "x"}, 1);
   ASSERT_TRUE(db.Commit(Transaction().Delete("c", "x")).ok());
-  EXPECT_EQ(ReadImage(*reader, "c", "x"), DeletedImage(3));
+  EXPECT_EQ(ReadImage(*reader, "c", "x"), DeletedImage(V(3)));
 }
 
 TEST_F(FaultTest, FastPathLostReplyThatDidNotLandIsRetriedOnce) {
   hook->before = FailCalls(Op::kReplace, {"c", "a"}, 1, Code::kUnknown, 1);
   auto r = db.Commit(Transaction().Adjust("c", "a", {{"n", 10}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(2, Obj(R"({"n":110})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(2), Obj(R"({"n":110})")));
   EXPECT_EQ(hook->calls(Op::kReplace, {"c", "a"}), 2);
 }
 
@@ -160,7 +160,7 @@ TEST_F(FaultTest, LostApplyReplyThatLandedIsAppliedOnce) {
   // Also on an insert's Create.
   hook->after = LoseReply(Op::kCreate, {"c", "x"}, 1);
   ASSERT_TRUE(db.Commit(Transaction().Insert("c", "x", {{"k", 1}}).Adjust("c", "b", {{"n", 10}})).ok());
-  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(1, Obj(R"({"k":1})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(V(1), Obj(R"({"k":1})")));
   EXPECT_EQ(ReadImage(*reader, "c", "b").doc, Obj(R"({"n":20})"));
   EXPECT_EQ(hook->calls(Op::kCreate, {"c", "x"}), 1);
   ExpectClean(*mem, {"c"});
@@ -192,8 +192,8 @@ TEST_F(FaultTest, CommitPointUnavailableRollsBack) {
   };
   auto r = db.Commit(transfer);
   ASSERT_EQ(r.code(), Code::kUnavailable) << r.status().ToString();
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(3, Obj(R"({"n":100})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(3, Obj(R"({"n":0})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(3), Obj(R"({"n":100})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(V(3), Obj(R"({"n":0})")));
   ExpectClean(*mem, {"c"});
 }
 
@@ -215,8 +215,8 @@ TEST_F(FaultTest, CommitPointUnknownUnresolvableIsUnknown) {
   EXPECT_EQ(rec->at("state"), "pending");
   EXPECT_EQ(MetaOf(*mem, "c", "a").txn, txn);
   EXPECT_EQ(MetaOf(*mem, "c", "b").txn, txn);
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(1, Obj(R"({"n":100})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(1, Obj(R"({"n":0})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(1), Obj(R"({"n":100})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(V(1), Obj(R"({"n":0})")));
 }
 
 TEST_F(FaultTest, CommitPointUnknownThatLandedResolvesToOk) {

@@ -38,7 +38,7 @@ TEST_F(LockTest, WriteLockKeepsOtherWritersAndLockersOutUntilCommit) {
   auto r = db->Run([&](TxnContext& tx) -> Status {
     if (Status s = tx.Lock("c", "x", LockMode::kWrite); !s.ok()) return s;
     EXPECT_EQ(LocksOn("x"), 1u);
-    EXPECT_EQ(MetaOf(*mem, "c", "x").version, 1u);  // a lock is not a change
+    EXPECT_EQ(MetaOf(*mem, "c", "x").version, V(1));  // a lock is not a change
     const auto t0 = clock->NowMillis();
     EXPECT_EQ(other->Commit(Transaction().Update("c", "x", {{"n", 9}})).code(), Code::kBusy);
     EXPECT_GE(clock->NowMillis() - t0, 50);  // it waited busy_timeout first
@@ -50,7 +50,7 @@ TEST_F(LockTest, WriteLockKeepsOtherWritersAndLockersOutUntilCommit) {
   });
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(LocksOn("x"), 0u);
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(2, Obj(R"({"n":5})")));
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(2), Obj(R"({"n":5})")));
   MustCommit(*other, Transaction().Update("c", "x", {{"n", 9}}));
 }
 
@@ -71,7 +71,7 @@ TEST_F(LockTest, ReadLocksAreSharedAndKeepWritersOut) {
   });
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(LocksOn("x"), 0u);
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(1, Obj(R"({"n":1})")));  // locks only: no write
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(1), Obj(R"({"n":1})")));  // locks only: no write
 }
 
 TEST_F(LockTest, LocksAreReleasedAtRollbackAndWhenTheScopeEnds) {
@@ -193,7 +193,7 @@ TEST_F(LockTest, StaleUncommittedHolderIsRolledBackOnTheSpot) {
   EXPECT_EQ(other->Commit(Transaction().Adjust("c", "x", {{"n", 1}})).code(), Code::kBusy);
   clock->Advance(std::chrono::milliseconds(Opts().lease));  // past its GC timestamp
   MustCommit(*other, Transaction().Adjust("c", "x", {{"n", 1}}));  // no collector ran
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(4, Obj(R"({"n":2})")));  // held v2, reversed v3
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(4), Obj(R"({"n":2})")));  // held V(2), reversed V(3)
   EXPECT_EQ(db->Outcome(id).value(), litetx::TxnOutcome::kAborted);
   ExpectClean(*mem, {"c"});
 }
@@ -205,7 +205,7 @@ TEST_F(LockTest, CommittedHolderIsFinishedOnTheSpotWithoutWaiting) {
   const auto t0 = clock->NowMillis();
   MustCommit(*other, Transaction().Adjust("c", "x", {{"n", 1}}));
   EXPECT_EQ(clock->NowMillis(), t0);  // no wait
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(3, Obj(R"({"n":8})")));
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(3), Obj(R"({"n":8})")));
   EXPECT_EQ(db->Outcome(id).value(), litetx::TxnOutcome::kCommitted);
 }
 

@@ -22,8 +22,8 @@ class OutcomeTest : public ::testing::Test, public World {
                         .Insert("c", "a", Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})"))
                         .Insert("c", "b", Obj(R"({"n":2})"))
                         .Insert("c", "t", Obj(R"({"n":3})")));
-    MustCommit(*db, Transaction().Update("c", "a", Obj(R"({"n":1})")));  // c/a is at version 2
-    MustCommit(*db, Transaction().Delete("c", "t"));                      // tombstone v3
+    MustCommit(*db, Transaction().Update("c", "a", Obj(R"({"n":1})")));  // c/a is at version V(2)
+    MustCommit(*db, Transaction().Delete("c", "t"));                      // tombstone V(3)
     litetx::engine::Meta gone = LiveMeta(2, 0);
     gone.gone = true;
     PutMeta(*mem, {"c", "g"}, {}, gone);
@@ -41,20 +41,20 @@ class OutcomeTest : public ::testing::Test, public World {
 
 TEST_F(OutcomeTest, StaleExpectedVersionConflictsWithCurrentVersion) {
   std::vector<std::pair<const char*, Transaction>> cases;
-  cases.emplace_back("update", Transaction().Update("c", "a", {{"x", 1}}, {}, 1));
-  cases.emplace_back("adjust", Transaction().Adjust("c", "a", {{"n", 1}}, 1));
-  cases.emplace_back("delete", Transaction().Delete("c", "a", 1));
-  cases.emplace_back("check", Transaction().Check("c", "a", 1));
-  cases.emplace_back("check ahead", Transaction().Check("c", "a", 3));
-  cases.emplace_back("multi update", Transaction().Adjust("c", "b", {{"n", 1}}).Update("c", "a", {{"x", 1}}, {}, 1));
+  cases.emplace_back("update", Transaction().Update("c", "a", {{"x", 1}}, {}, V(1)));
+  cases.emplace_back("adjust", Transaction().Adjust("c", "a", {{"n", 1}}, V(1)));
+  cases.emplace_back("delete", Transaction().Delete("c", "a", V(1)));
+  cases.emplace_back("check", Transaction().Check("c", "a", V(1)));
+  cases.emplace_back("check ahead", Transaction().Check("c", "a", V(3)));
+  cases.emplace_back("multi update", Transaction().Adjust("c", "b", {{"n", 1}}).Update("c", "a", {{"x", 1}}, {}, V(1)));
   cases.emplace_back("multi adjust", Transaction().Adjust("c", "a", {{"n", 1}}, 7).Adjust("c", "b", {{"n", 1}}));
-  cases.emplace_back("multi delete", Transaction().Delete("c", "b").Delete("c", "a", 1));
-  cases.emplace_back("multi check", Transaction().Adjust("c", "b", {{"n", 1}}).Check("c", "a", 1));
+  cases.emplace_back("multi delete", Transaction().Delete("c", "b").Delete("c", "a", V(1)));
+  cases.emplace_back("multi check", Transaction().Adjust("c", "b", {{"n", 1}}).Check("c", "a", V(1)));
   for (const auto& [name, t] : cases) {
     SCOPED_TRACE(name);
     Status s;
     ExpectUntouched(t, Code::kConflict, &s);
-    EXPECT_EQ(s.current_version(), 2u);
+    EXPECT_EQ(s.current_version(), V(2));
     EXPECT_TRUE(s.IsRetryableTransaction());
   }
 }
@@ -62,19 +62,19 @@ TEST_F(OutcomeTest, StaleExpectedVersionConflictsWithCurrentVersion) {
 TEST_F(OutcomeTest, InsertOverLiveDocumentConflicts) {
   Status one, multi;
   ExpectUntouched(Transaction().Insert("c", "a", {{"x", 1}}), Code::kConflict, &one);
-  EXPECT_EQ(one.current_version(), 2u);
+  EXPECT_EQ(one.current_version(), V(2));
   ExpectUntouched(Transaction().Insert("c", "new", {}).Insert("c", "b", {}), Code::kConflict, &multi);
-  EXPECT_EQ(multi.current_version(), 1u);
+  EXPECT_EQ(multi.current_version(), V(1));
 }
 
-// Right before our apply CAS on c/b, another writer commits a change to it ({"n":50}, v2).
+// Right before our apply CAS on c/b, another writer commits a change to it ({"n":50}, V(2)).
 std::shared_ptr<HookStore> ChangeBBeforeItsApply(const std::shared_ptr<litetx::MemoryStore>& mem) {
   auto hook = std::make_shared<HookStore>(mem);
   hook->before = [mem](const Call& c) -> std::optional<Status> {
     if (c.op == Op::kReplace && c.key == Key{"c", "b"} && c.nth == 1) {
       auto cur = mem->Get(c.key);
       EXPECT_TRUE(mem->Replace(c.key, (*cur)->revision,
-                               litetx::engine::MakeStored(Obj(R"({"n":50})"), LiveMeta(2)))
+                               litetx::engine::MakeStored(Obj(R"({"n":50})"), LiveMeta(V(2))))
                       .ok());
     }
     return std::nullopt;
@@ -84,11 +84,11 @@ std::shared_ptr<HookStore> ChangeBBeforeItsApply(const std::shared_ptr<litetx::M
 
 TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyWithExpectedVersionConflicts) {
   litetx::Database hdb(ChangeBBeforeItsApply(mem), Opts());
-  auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}, 1));
+  auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}, V(1)));
   ASSERT_EQ(r.code(), Code::kConflict) << r.status().ToString();
-  EXPECT_EQ(r.status().current_version(), 2u);
-  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(4, Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})")));
-  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(2, Obj(R"({"n":50})")));  // the other writer's
+  EXPECT_EQ(r.status().current_version(), V(2));
+  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(V(4), Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})")));
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(V(2), Obj(R"({"n":50})")));  // the other writer's
   ExpectClean(*mem, {"c"});
 }
 
@@ -99,9 +99,9 @@ TEST_F(OutcomeTest, DocumentChangedBetweenPreReadAndApplyIsEvaluatedAgainWithout
   litetx::Database hdb(hook, Opts());
   auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 10}}).Adjust("c", "b", {{"n", 10}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->versions, (std::vector<std::uint64_t>{3, 3}));
-  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(3, Obj(R"({"n":11,"s":"str","b":true,"z":null,"o":{}})")));
-  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(3, Obj(R"({"n":60})")));
+  EXPECT_EQ(r->versions, (std::vector<std::uint64_t>{V(3), V(3)}));
+  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(V(3), Obj(R"({"n":11,"s":"str","b":true,"z":null,"o":{}})")));
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(V(3), Obj(R"({"n":60})")));
   ExpectClean(*mem, {"c"});
 }
 
@@ -125,14 +125,14 @@ TEST_F(OutcomeTest, FastPathRereadsAfterAConcurrentChange) {
   // Once: re-read and applied on top of the other change.
   auto r = hdb.Commit(Transaction().Adjust("c", "b", {{"n", 1}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->versions, std::vector<std::uint64_t>{3});
-  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(3, Obj(R"({"n":103})")));
+  EXPECT_EQ(r->versions, std::vector<std::uint64_t>{V(3)});
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(V(3), Obj(R"({"n":103})")));
   // With an expected version, the re-read reports the conflict and the current version.
   interfere = 1;
-  auto stale = hdb.Commit(Transaction().Adjust("c", "b", {{"n", 1}}, 3));
+  auto stale = hdb.Commit(Transaction().Adjust("c", "b", {{"n", 1}}, V(3)));
   ASSERT_EQ(stale.code(), Code::kConflict);
-  EXPECT_EQ(stale.status().current_version(), 4u);
-  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(4, Obj(R"({"n":203})")));
+  EXPECT_EQ(stale.status().current_version(), V(4));
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(V(4), Obj(R"({"n":203})")));
   // Changing on every attempt: gives up with kConflict after 16 lost races (the coordinator's
   // kMaxRaces), looking again at once each time (no store-error backoff).
   interfere = 1000;
@@ -148,15 +148,15 @@ TEST_F(OutcomeTest, FastPathInsertRacedByAnotherInsertConflicts) {
   auto hook = std::make_shared<HookStore>(mem);
   hook->before = [this](const Call& c) -> std::optional<Status> {
     if (c.op == Op::kCreate && c.key == Key{"c", "x"}) {
-      EXPECT_TRUE(mem->Create(c.key, litetx::engine::MakeStored(Obj(R"({"w":1})"), LiveMeta(1))).ok());
+      EXPECT_TRUE(mem->Create(c.key, litetx::engine::MakeStored(Obj(R"({"w":1})"), LiveMeta(V(1)))).ok());
     }
     return std::nullopt;
   };
   litetx::Database hdb(hook, Opts());
   auto r = hdb.Commit(Transaction().Insert("c", "x", {{"mine", 1}}));
   ASSERT_EQ(r.code(), Code::kConflict) << r.status().ToString();
-  EXPECT_EQ(r.status().current_version(), 1u);
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(1, Obj(R"({"w":1})")));
+  EXPECT_EQ(r.status().current_version(), V(1));
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(1), Obj(R"({"w":1})")));
 }
 
 TEST_F(OutcomeTest, MissingDocumentsAreNotFound) {
@@ -175,10 +175,10 @@ TEST_F(OutcomeTest, TombstonesAreDeleted) {
   ExpectUntouched(Transaction().Update("c", "t", {{"x", 1}}), Code::kDeleted);
   ExpectUntouched(Transaction().Adjust("c", "t", {{"n", 1}}), Code::kDeleted);
   ExpectUntouched(Transaction().Delete("c", "t"), Code::kDeleted);
-  ExpectUntouched(Transaction().Check("c", "t", 3), Code::kDeleted);
-  ExpectUntouched(Transaction().Adjust("c", "a", {{"n", 1}}).Update("c", "t", {{"x", 1}}, {}, 3),
+  ExpectUntouched(Transaction().Check("c", "t", V(3)), Code::kDeleted);
+  ExpectUntouched(Transaction().Adjust("c", "a", {{"n", 1}}).Update("c", "t", {{"x", 1}}, {}, V(3)),
                   Code::kDeleted);
-  ExpectUntouched(Transaction().Insert("c", "new", {}).Check("c", "t", 3), Code::kDeleted);
+  ExpectUntouched(Transaction().Insert("c", "new", {}).Check("c", "t", V(3)), Code::kDeleted);
 }
 
 TEST_F(OutcomeTest, DocumentHeldByAnotherTransactionIsBusy) {
@@ -247,7 +247,7 @@ TEST_F(OutcomeTest, DocumentHeldByAPausedTransactionIsBusy) {
   EXPECT_FALSE(MetaOf(*mem, "c", "b").txn.empty());
   auto other = db->Commit(Transaction().Adjust("c", "b", {{"n", 100}}));
   EXPECT_EQ(other.code(), Code::kBusy) << other.status().ToString();
-  auto other2 = db->Commit(Transaction().Check("c", "b", 1));
+  auto other2 = db->Commit(Transaction().Check("c", "b", V(1)));
   EXPECT_EQ(other2.code(), Code::kBusy) << other2.status().ToString();
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -256,7 +256,7 @@ TEST_F(OutcomeTest, DocumentHeldByAPausedTransactionIsBusy) {
   cv.notify_all();
   t.join();
   ASSERT_TRUE(held_result.ok()) << held_result.status().ToString();
-  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(2, Obj(R"({"n":3})")));
+  EXPECT_EQ(ReadImage(*db, "c", "b"), Found(V(2), Obj(R"({"n":3})")));
   ExpectClean(*mem, {"c"});
 }
 
@@ -281,7 +281,7 @@ TEST_F(OutcomeTest, CollectorRemovingTheRecordAborts) {
   auto r = hdb.Commit(Transaction().Adjust("c", "a", {{"n", 5}}).Insert("c", "new", {{"x", 1}}));
   ASSERT_EQ(r.code(), Code::kAborted) << r.status().ToString();
   EXPECT_TRUE(r.status().IsRetryableTransaction());
-  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(4, Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})")));
+  EXPECT_EQ(ReadImage(*db, "c", "a"), Found(V(4), Obj(R"({"n":1,"s":"str","b":true,"z":null,"o":{}})")));
   EXPECT_EQ(ReadImage(*db, "c", "new"), NotFoundImage());
   ExpectClean(*mem, {"c"});
 }

@@ -40,22 +40,22 @@ class ProbeTest : public ::testing::Test, public World {
       return std::nullopt;
     };
     watched = {
-        {{"c", "new"}, NotFoundImage(), Found(1, Obj(R"({"fresh":1})"), 2), NotFoundImage()},
-        {{"c", "upd"}, Found(1, Obj(R"({"a":1,"b":2})")), Found(2, Obj(R"({"a":5,"c":3})"), 4),
-         Found(3, Obj(R"({"a":1,"b":2})"))},
-        {{"c", "adj"}, Found(1, Obj(R"({"n":10})"), 3), Found(2, Obj(R"({"n":3})"), 3),
-         Found(3, Obj(R"({"n":10})"), 3)},
-        {{"c", "del"}, Found(1, Obj(R"({"z":"keep"})")), DeletedImage(3),
-         Found(3, Obj(R"({"z":"keep"})"))},
+        {{"c", "new"}, NotFoundImage(), Found(V(1), Obj(R"({"fresh":1})"), 2), NotFoundImage()},
+        {{"c", "upd"}, Found(V(1), Obj(R"({"a":1,"b":2})")), Found(V(2), Obj(R"({"a":5,"c":3})"), 4),
+         Found(V(3), Obj(R"({"a":1,"b":2})"))},
+        {{"c", "adj"}, Found(V(1), Obj(R"({"n":10})"), 3), Found(V(2), Obj(R"({"n":3})"), 3),
+         Found(V(3), Obj(R"({"n":10})"), 3)},
+        {{"c", "del"}, Found(V(1), Obj(R"({"z":"keep"})")), DeletedImage(V(3)),
+         Found(V(3), Obj(R"({"z":"keep"})"))},
     };
   }
 
   Transaction Mixed() const {
     return Transaction()
         .Insert("c", "new", Obj(R"({"fresh":1})"), 2)
-        .Update("c", "upd", Obj(R"({"a":5,"c":3})"), {"b"}, 1, 4)
-        .Adjust("c", "adj", Obj(R"({"n":-7})"), 1)
-        .Delete("c", "del", 1);
+        .Update("c", "upd", Obj(R"({"a":5,"c":3})"), {"b"}, V(1), 4)
+        .Adjust("c", "adj", Obj(R"({"n":-7})"), V(1))
+        .Delete("c", "del", V(1));
   }
 
   void Probe(const Call& c) {
@@ -123,10 +123,10 @@ TEST_F(ProbeTest, CommitShowsBeforeThenAfterAndNothingElse) {
   const Observation& pending = obs[4];
   ASSERT_EQ(pending.uncommitted.size(), 4u);
   for (const auto& u : pending.uncommitted) EXPECT_EQ(u.txn, info.txn_id);
-  EXPECT_EQ(ImageOf(pending.uncommitted[0]), Found(1, Obj(R"({"fresh":1})"), 2));
-  EXPECT_EQ(ImageOf(pending.uncommitted[1]), Found(2, Obj(R"({"a":5,"c":3})"), 4));
-  EXPECT_EQ(ImageOf(pending.uncommitted[2]), Found(2, Obj(R"({"n":3})"), 3));
-  EXPECT_EQ(ImageOf(pending.uncommitted[3]), Found(2, Obj(R"({"z":"keep"})")));
+  EXPECT_EQ(ImageOf(pending.uncommitted[0]), Found(V(1), Obj(R"({"fresh":1})"), 2));
+  EXPECT_EQ(ImageOf(pending.uncommitted[1]), Found(V(2), Obj(R"({"a":5,"c":3})"), 4));
+  EXPECT_EQ(ImageOf(pending.uncommitted[2]), Found(V(2), Obj(R"({"n":3})"), 3));
+  EXPECT_EQ(ImageOf(pending.uncommitted[3]), Found(V(2), Obj(R"({"z":"keep"})")));
   EXPECT_TRUE(pending.uncommitted[3].deleting);
   EXPECT_FALSE(pending.uncommitted[1].deleting);
   // After the commit point (write 6): still held, now read as committed.
@@ -135,7 +135,7 @@ TEST_F(ProbeTest, CommitShowsBeforeThenAfterAndNothingElse) {
   // At the end nothing is held; the tombstone reads deleted uncommitted too.
   EXPECT_FALSE(obs.back().any_held);
   EXPECT_EQ(obs.back().uncommitted[3].state, DocumentState::kDeleted);
-  EXPECT_EQ(obs.back().uncommitted[3].version, 3u);
+  EXPECT_EQ(obs.back().uncommitted[3].version, V(3));
   ExpectClean(*mem, {"c"});
 }
 
@@ -169,8 +169,8 @@ TEST_F(ReadTest, AbsentDeletedAndGoneDocuments) {
   EXPECT_EQ(r->txn, "");
   MustCommit(*db, Transaction().Insert("c", "t", {{"x", 1}}));
   MustCommit(*db, Transaction().Delete("c", "t"));
-  EXPECT_EQ(ReadImage(*db, "c", "t"), DeletedImage(3));
-  EXPECT_EQ(ReadImage(*db, "c", "t", Isolation::kReadUncommitted), DeletedImage(3));
+  EXPECT_EQ(ReadImage(*db, "c", "t"), DeletedImage(V(3)));
+  EXPECT_EQ(ReadImage(*db, "c", "t", Isolation::kReadUncommitted), DeletedImage(V(3)));
   litetx::engine::Meta gone = LiveMeta(4, 0);
   gone.gone = true;
   PutMeta(*mem, {"c", "g"}, {}, gone);
@@ -278,7 +278,7 @@ TEST_F(ReadTest, StoreFailuresAreUnavailableOrRetried) {
   auto hook = std::make_shared<HookStore>(mem);
   litetx::Database hdb(hook, Opts());
   hook->before = FailCalls(Op::kGet, {"c", "a"}, 1, Code::kUnavailable, 2);
-  EXPECT_EQ(ReadImage(hdb, "c", "a"), Found(1, Obj(R"({"x":1})")));
+  EXPECT_EQ(ReadImage(hdb, "c", "a"), Found(V(1), Obj(R"({"x":1})")));
   hook->before = FailCalls(Op::kGet, {"c", "a"}, 1, Code::kUnavailable);
   auto r = hdb.Read("c", "a");
   EXPECT_EQ(r.code(), Code::kUnavailable);

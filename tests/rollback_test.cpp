@@ -12,14 +12,14 @@ namespace {
 using litetx::Transaction;
 
 // Documents before the transaction under test (set up by SeedAll):
-//   c/upd  live v1 {"a":1,"b":2}           -> update set a, c; unset b; schema 5
-//   c/adj  live v1 {"n":10,"f":1.5}        -> adjust n -7, f +1
-//   c/del  live v1 {"z":"keep"}            -> delete
-//   c/tomb tombstone v3                    -> insert over tombstone
+//   c/upd  live V(1) {"a":1,"b":2}         -> update set a, c; unset b; schema 5
+//   c/adj  live V(1) {"n":10,"f":1.5}      -> adjust n -7, f +1
+//   c/del  live V(1) {"z":"keep"}          -> delete
+//   c/tomb tombstone V(3)                  -> insert over tombstone
 //   c/gone placeholder v7                  -> insert over placeholder
 //   c/new  absent                          -> insert
-//   c/last live v1 {"l":0}                 -> update (the last action: failures aim here)
-//   d/chk  live v1 {"k":1}                 -> check version 1 (only in some modes)
+//   c/last live V(1) {"l":0}               -> update (the last action: failures aim here)
+//   d/chk  live V(1) {"k":1}               -> check version V(1) (only in some modes)
 enum class Failure {
   kLastApplyUnavailable,    // the last apply fails kUnavailable for good -> kUnavailable
   kLastApplyConflict,       // the last apply's CAS reports kConflict       -> kConflict
@@ -78,7 +78,7 @@ TEST_P(RollbackTest, EveryActionIsReversed) {
           auto cur = mem->Get({"d", "chk"});
           EXPECT_TRUE(cur.ok() && cur->has_value());
           EXPECT_TRUE(mem->Replace({"d", "chk"}, (*cur)->revision,
-                                   litetx::engine::MakeStored(Obj(R"({"k":2})"), LiveMeta(2)))
+                                   litetx::engine::MakeStored(Obj(R"({"k":2})"), LiveMeta(V(2))))
                           .ok());
         }
         return std::nullopt;
@@ -101,32 +101,32 @@ TEST_P(RollbackTest, EveryActionIsReversed) {
   t.Insert("c", "new", Obj(R"({"fresh":true})"))
       .Insert("c", "tomb", Obj(R"({"again":1})"), 3)
       .Insert("c", "gone", Obj(R"({"back":1})"))
-      .Update("c", "upd", Obj(R"({"a":9,"c":3})"), {"b"}, 1, 5)
-      .Adjust("c", "adj", Obj(R"({"n":-7,"f":1})"), 1)
-      .Delete("c", "del", 1)
+      .Update("c", "upd", Obj(R"({"a":9,"c":3})"), {"b"}, V(1), 5)
+      .Adjust("c", "adj", Obj(R"({"n":-7,"f":1})"), V(1))
+      .Delete("c", "del", V(1))
       .Update("c", "last", Obj(R"({"l":1})"));
-  if (tc.failure == Failure::kCheckChanged) t.Check("d", "chk", 1);
+  if (tc.failure == Failure::kCheckChanged) t.Check("d", "chk", V(1));
 
   auto r = db.Commit(t);
   ASSERT_EQ(r.code(), tc.want) << r.status().ToString();
 
   auto reader = Direct();
   EXPECT_EQ(ReadImage(*reader, "c", "new"), NotFoundImage());
-  EXPECT_EQ(ReadImage(*reader, "c", "tomb"), DeletedImage(5));
+  EXPECT_EQ(ReadImage(*reader, "c", "tomb"), DeletedImage(V(5)));
   EXPECT_EQ(ReadImage(*reader, "c", "gone"), NotFoundImage());
-  EXPECT_EQ(ReadImage(*reader, "c", "upd"), Found(3, Obj(R"({"a":1,"b":2})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "adj"), Found(3, Obj(R"({"n":10,"f":1.5})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "del"), Found(3, Obj(R"({"z":"keep"})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "last"), Found(tc.last_applied ? 3 : 1, Obj(R"({"l":0})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "upd"), Found(V(3), Obj(R"({"a":1,"b":2})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "adj"), Found(V(3), Obj(R"({"n":10,"f":1.5})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "del"), Found(V(3), Obj(R"({"z":"keep"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "last"), Found(tc.last_applied ? V(3) : V(1), Obj(R"({"l":0})")));
 
   // The raw documents: exact bodies, placeholder / tombstone flags, nothing pending.
   auto new_meta = MetaOf(*mem, "c", "new");
   EXPECT_TRUE(new_meta.gone);
-  EXPECT_EQ(new_meta.version, 2u);
+  EXPECT_EQ(new_meta.version, V(2));
   EXPECT_EQ(BodyOf(*mem, "c", "new"), json::object{});
   auto tomb_meta = MetaOf(*mem, "c", "tomb");
   EXPECT_TRUE(tomb_meta.deleted);
-  EXPECT_EQ(tomb_meta.version, 5u);
+  EXPECT_EQ(tomb_meta.version, V(5));
   EXPECT_EQ(BodyOf(*mem, "c", "tomb"), json::object{});
   auto gone_meta = MetaOf(*mem, "c", "gone");
   EXPECT_TRUE(gone_meta.gone);
@@ -145,11 +145,11 @@ TEST_P(RollbackTest, EveryActionIsReversed) {
   hook->after = nullptr;
   Transaction again;
   again.Insert("c", "new", Obj(R"({"fresh":true})"))
-      .Update("c", "upd", Obj(R"({"a":9})"), {}, 3)
-      .Delete("c", "del", 3);
+      .Update("c", "upd", Obj(R"({"a":9})"), {}, V(3))
+      .Delete("c", "del", V(3));
   auto ok = db.Commit(again);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  EXPECT_EQ(ok->versions, (std::vector<std::uint64_t>{3, 4, 5}));
+  EXPECT_EQ(ok->versions, (std::vector<std::uint64_t>{V(3), V(4), V(5)}));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -201,8 +201,8 @@ TEST_F(RollbackRetryTest, StoreErrorsDuringRollbackAreRetriedWithBackoff) {
   EXPECT_EQ(hook->calls(Op::kReplace, {"c", "a"}), 8);
   EXPECT_EQ(abort_flips, 4);
   auto reader = Direct();
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(3, Obj(R"({"n":1,"s":"a"})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(3, Obj(R"({"n":2,"s":"b"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(3), Obj(R"({"n":1,"s":"a"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(V(3), Obj(R"({"n":2,"s":"b"})")));
   ExpectClean(*mem, {"c"});
   // The waits went through the ManualClock: at least 100+200+...+3200 ms for the six
   // reverse failures, and no real time.
@@ -241,8 +241,8 @@ TEST_F(RollbackRetryTest, RollbackGivesUpAfterTimeoutAndLeavesAConsistentState) 
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_EQ(decoded->state, litetx::engine::TxnState::kAborted);
   auto reader = Direct();
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(1, Obj(R"({"n":1,"s":"a"})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(3, Obj(R"({"n":2,"s":"b"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(1), Obj(R"({"n":1,"s":"a"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(V(3), Obj(R"({"n":2,"s":"b"})")));
 }
 
 TEST_F(RollbackRetryTest, LostApplyReplyThatLandedIsReversed) {
@@ -260,8 +260,8 @@ TEST_F(RollbackRetryTest, LostApplyReplyThatLandedIsReversed) {
   auto r = db.Commit(Transaction().Adjust("c", "a", Obj(R"({"n":10})")).Adjust("c", "b", Obj(R"({"n":10})")));
   ASSERT_EQ(r.code(), Code::kUnavailable) << r.status().ToString();
   auto reader = Direct();
-  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(3, Obj(R"({"n":1,"s":"a"})")));
-  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(3, Obj(R"({"n":2,"s":"b"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "a"), Found(V(3), Obj(R"({"n":1,"s":"a"})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "b"), Found(V(3), Obj(R"({"n":2,"s":"b"})")));
   ExpectClean(*mem, {"c"});
 }
 
@@ -269,7 +269,7 @@ TEST_F(RollbackRetryTest, InsertRacedByAnotherWriterKeepsTheOtherDocument) {
   auto hook = std::make_shared<HookStore>(mem);
   hook->before = [this](const Call& c) -> std::optional<Status> {
     if (c.op == Op::kCreate && c.key == Key{"c", "x"} && c.nth == 1) {
-      EXPECT_TRUE(mem->Create(c.key, litetx::engine::MakeStored(Obj(R"({"other":1})"), LiveMeta(1))).ok());
+      EXPECT_TRUE(mem->Create(c.key, litetx::engine::MakeStored(Obj(R"({"other":1})"), LiveMeta(V(1)))).ok());
     }
     return std::nullopt;
   };
@@ -278,7 +278,7 @@ TEST_F(RollbackRetryTest, InsertRacedByAnotherWriterKeepsTheOtherDocument) {
   ASSERT_EQ(r.code(), Code::kConflict) << r.status().ToString();
   auto reader = Direct();
   EXPECT_EQ(ReadImage(*reader, "c", "w"), NotFoundImage());
-  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(1, Obj(R"({"other":1})")));
+  EXPECT_EQ(ReadImage(*reader, "c", "x"), Found(V(1), Obj(R"({"other":1})")));
   ExpectClean(*mem, {"c"});
 }
 

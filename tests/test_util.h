@@ -346,6 +346,21 @@ inline litetx::engine::Meta LiveMeta(std::uint64_t version, std::uint32_t schema
 }
 
 // ---------------------------------------------------------------------------------------------
+// Versions
+
+// An insert of an id that has no stored version (absent, or a placeholder at version 0) starts
+// at the inserting Database's clock in microseconds (docs/protocol.md §1.1). World's
+// ManualClock starts at 1'700'000'000'000 ms, so an insert made before the clock moves gets
+// kFirstVersion, and V(n) is the n-th version of such a document: V(1) the insert, V(2) after
+// one more write (update, adjust, pending delete, rollback), and so on.
+inline constexpr std::uint64_t kFirstVersion = 1'700'000'000'000'000;
+inline constexpr std::uint64_t V(std::uint64_t n) { return kFirstVersion + n - 1; }
+// The first version of an insert made now, on `clock`.
+inline std::uint64_t FirstVersionAt(litetx::Clock& clock) {
+  return static_cast<std::uint64_t>(clock.NowMillis()) * 1000;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Images
 
 // The comparable content of a ReadResult: state, version, schema version, user fields.

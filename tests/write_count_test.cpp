@@ -81,7 +81,7 @@ TEST_F(WriteCountTest, NWriteActionsCost2NPlus3Writes) {
 TEST_F(WriteCountTest, OneWritePlusChecksUsesTheWorklist) {
   Seed(3);
   counting->Reset();
-  MustCommit(db, Transaction().Adjust("c", "d0", {{"n", 1}}).Check("c", "d1", 1).Check("c", "d2", 1));
+  MustCommit(db, Transaction().Adjust("c", "d0", {{"n", 1}}).Check("c", "d1", V(1)).Check("c", "d2", V(1)));
   EXPECT_EQ(counting->counts().writes(), 5u);  // 2*1 + 3
   ExpectClean(*mem, {"c"});
 }
@@ -91,9 +91,9 @@ TEST_F(WriteCountTest, MixedWritesAndChecksCountOnlyWrites) {
   counting->Reset();
   MustCommit(db, Transaction()
                      .Adjust("c", "d0", {{"n", 1}})
-                     .Check("c", "d1", 1)
+                     .Check("c", "d1", V(1))
                      .Update("c", "d2", {{"x", 1}})
-                     .Check("c", "d3", 1));
+                     .Check("c", "d3", V(1)));
   EXPECT_EQ(counting->counts().writes(), 7u);  // 2*2 + 3
   ExpectClean(*mem, {"c"});
 }
@@ -103,14 +103,14 @@ TEST_F(WriteCountTest, OnlyChecksWriteNothing) {
   for (int n : {1, 2, 5}) {
     counting->Reset();
     Transaction t;
-    for (int i = 0; i < n; ++i) t.Check("c", "d" + std::to_string(i), 1);
+    for (int i = 0; i < n; ++i) t.Check("c", "d" + std::to_string(i), V(1));
     auto info = MustCommit(db, t);
     EXPECT_EQ(counting->counts().writes(), 0u) << n << " checks";
-    EXPECT_EQ(info.versions, std::vector<std::uint64_t>(n, 1));
+    EXPECT_EQ(info.versions, std::vector<std::uint64_t>(n, V(1)));
   }
   // A failing check writes nothing either.
   counting->Reset();
-  auto r = db.Commit(Transaction().Check("c", "d0", 1).Check("c", "d1", 9));
+  auto r = db.Commit(Transaction().Check("c", "d0", V(1)).Check("c", "d1", 9));
   EXPECT_EQ(r.code(), Code::kConflict);
   EXPECT_EQ(counting->counts().writes(), 0u);
 }

@@ -57,7 +57,8 @@ struct CollectorOptions {
   std::chrono::milliseconds outcome_retention{std::chrono::hours(1)};
   // How long a tombstone (and the placeholder of a rolled-back insert) is kept before it is
   // purged; until then a read of a deleted id says deleted (a placeholder reads not found). Must exceed the longest pause of a
-  // coordinator (it fences late writes). Zero never purges.
+  // coordinator (it fences late writes). Once purged, a new insert of the id starts from the
+  // clock, above the versions the id had (docs/protocol.md §1.1). Zero never purges.
   std::chrono::milliseconds tombstone_retention{std::chrono::hours(24)};
   // User collections the collector sweeps, a bounded slice per run (see sweep_budget): it
   // undoes dangling holds there (a document still referencing a transaction that is over: a

@@ -39,8 +39,10 @@ const char* DocumentStateName(DocumentState state);
 struct ReadResult {
   DocumentState state = DocumentState::kNotFound;
   // kFound / kDeleted: the document's version number (+1 on every change, rollbacks
-  // included; 1 on a first insert, and an insert over a tombstone or placeholder continues
-  // from its version so versions never decrease).
+  // included). An insert over a tombstone or placeholder continues from its version; an
+  // insert of an id with no stored version (new, or its tombstone purged) starts at the
+  // inserting Database's clock in microseconds. So an id's versions never decrease and never
+  // repeat (docs/protocol.md §1.1).
   std::uint64_t version = 0;
   // kFound: the document's schema version.
   std::uint32_t schema_version = 0;

@@ -28,7 +28,9 @@ struct Options {
   // owns the logger; null means log nothing.
   std::shared_ptr<spdlog::logger> logger;
   // Wall time (leases, expiries, ages), monotonic time (every timeout and wait) and sleeping;
-  // null means SystemClock(). Tests pass a ManualClock.
+  // null means SystemClock(). Tests pass a ManualClock. Wall time also gives an inserted id
+  // with no stored version its first version (milliseconds x 1000), so it must not run far
+  // behind the clocks of other processes on the store (docs/protocol.md §7).
   std::shared_ptr<Clock> clock;
   // How long a transaction's record stays safe from collectors without being renewed (its GC
   // timestamp is now + lease). A live coordinator renews it in the background (see

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "cli_harness.h"
 #include "litetx/litetx.h"
@@ -21,42 +22,66 @@ class CliApply : public CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
+    const std::uint64_t before = FirstVersionNow();
     RunResult r = Apply(kSeed);
     ASSERT_EQ(r.code, 0) << r.err;
+    const std::uint64_t after = FirstVersionNow();
+    std::vector<std::uint64_t> v = Versions(r);
+    ASSERT_EQ(v.size(), 2u);
+    // New ids start at the clock in microseconds: a whole number of milliseconds.
+    for (std::uint64_t x : v) {
+      EXPECT_GE(x, before);
+      EXPECT_LE(x, after);
+      EXPECT_EQ(x % 1000, 0u);
+    }
+    a1_ = v[0];
+    a2_ = v[1];
   }
+  static std::string N(std::uint64_t v) { return std::to_string(v); }
   std::int64_t Balance(const std::string& id) const {
     json::object o = Get("accounts", id);
     return o["doc"].as_object()["balance"].to_number<std::int64_t>();
   }
+  std::uint64_t a1_ = 0, a2_ = 0;  // the seeded accounts' versions
 };
 
 TEST_F(CliApply, CommittedPrintsTxnIdAndVersions) {
   RunResult r = Apply(R"({"actions":[
-      {"op":"update","collection":"accounts","id":"a1","version":1,"set":{"owner":"ann"},"unset":["balance"]},
+      {"op":"update","collection":"accounts","id":"a1","version":)" + N(a1_) + R"(,"set":{"owner":"ann"},"unset":["balance"]},
       {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":-5}},
       {"op":"insert","collection":"c","id":"x","doc":{"k":"v"},"schema_version":3},
-      {"op":"check","collection":"accounts","id":"a2","version":1}]})");
+      {"op":"check","collection":"accounts","id":"a2","version":)" + N(a2_) + R"(}]})");
   // a2 is both adjusted and checked: the engine refuses a document named twice.
   EXPECT_EQ(r.code, 2);
+  const std::uint64_t before = FirstVersionNow();
   r = Apply(R"({"actions":[
-      {"op":"update","collection":"accounts","id":"a1","version":1,"set":{"owner":"ann"},"unset":["balance"]},
+      {"op":"update","collection":"accounts","id":"a1","version":)" + N(a1_) + R"(,"set":{"owner":"ann"},"unset":["balance"]},
       {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":-5}},
       {"op":"insert","collection":"c","id":"x","doc":{"k":"v"},"schema_version":3}]})");
   ASSERT_EQ(r.code, 0) << r.err;
+  const std::uint64_t after = FirstVersionNow();
   json::object o = r.Json();
   EXPECT_EQ(o["outcome"], "committed");
   EXPECT_TRUE(o["txn_id"].is_string());
-  EXPECT_EQ(json::serialize(o["versions"]), "[2,2,1]");
+  std::vector<std::uint64_t> v = Versions(r);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0], a1_ + 1);
+  EXPECT_EQ(v[1], a2_ + 1);
+  const std::uint64_t x1 = v[2];  // a new id: from the clock
+  EXPECT_GE(x1, before);
+  EXPECT_LE(x1, after);
+  EXPECT_EQ(x1 % 1000, 0u);
   EXPECT_EQ(json::serialize(Get("accounts", "a1")["doc"]), R"({"owner":"ann"})");
   EXPECT_EQ(Balance("a2"), 45);
   json::object x = Get("c", "x");
   EXPECT_EQ(x["schema_version"], 3);
   EXPECT_EQ(x["last_writer"], o["txn_id"]);
+  EXPECT_EQ(x["version"].to_number<std::uint64_t>(), x1);
 
-  r = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x","version":1},
-                            {"op":"check","collection":"accounts","id":"a2","version":2}]})");
+  r = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x","version":)" + N(x1) + R"(},
+                            {"op":"check","collection":"accounts","id":"a2","version":)" + N(a2_ + 1) + R"(}]})");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(json::serialize(r.Json()["versions"]), "[3,2]");  // a tombstone gets v+2
+  EXPECT_EQ(Versions(r), (std::vector<std::uint64_t>{x1 + 2, a2_ + 1}));  // a tombstone gets v+2
   EXPECT_EQ(Get("c", "x")["status"], "deleted");
 }
 
@@ -74,7 +99,7 @@ TEST_F(CliApply, ConflictReportsCurrentVersion) {
   EXPECT_EQ(r.code, 10) << r.err;
   json::object o = r.Json();
   EXPECT_EQ(o["outcome"], "conflict");
-  EXPECT_EQ(o["current_version"], 1);
+  EXPECT_EQ(o["current_version"].to_number<std::uint64_t>(), a1_);
   EXPECT_TRUE(o["message"].is_string());
   EXPECT_EQ(ScanText("accounts"), before);
   // An insert over a live document is a conflict too.
@@ -88,7 +113,7 @@ TEST_F(CliApply, NotFoundDeletedAndFailedPrecondition) {
   EXPECT_EQ(r.Json()["outcome"], "not_found");
 
   ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"accounts","id":"a2"}]})").code, 0);
-  r = Apply(R"({"actions":[{"op":"check","collection":"accounts","id":"a2","version":2}]})");
+  r = Apply(R"({"actions":[{"op":"check","collection":"accounts","id":"a2","version":)" + N(a2_ + 2) + R"(}]})");
   EXPECT_EQ(r.code, 12);
   EXPECT_EQ(r.Json()["outcome"], "deleted");
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +28,24 @@ boost::json::object RunResult::Json() const {
     return {};
   }
   return v.get_object();
+}
+
+std::vector<std::uint64_t> Versions(const RunResult& r) {
+  std::vector<std::uint64_t> out;
+  json::object o = r.Json();
+  const json::value* v = o.if_contains("versions");
+  if (v == nullptr || !v->is_array()) {
+    ADD_FAILURE() << "no \"versions\" in '" << r.out << "' (stderr: " << r.err << ")";
+    return out;
+  }
+  for (const json::value& e : v->get_array()) out.push_back(e.to_number<std::uint64_t>());
+  return out;
+}
+
+std::uint64_t FirstVersionNow() {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return static_cast<std::uint64_t>(ms.count()) * 1000;
 }
 
 namespace {

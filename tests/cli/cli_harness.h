@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ struct RunResult {
   // stdout parsed as one JSON object (an empty object, and a test failure, if it is not one).
   boost::json::object Json() const;
 };
+
+// The "versions" array of a committed `apply` (empty, and a test failure, if there is none).
+std::vector<std::uint64_t> Versions(const RunResult& r);
+
+// The version an insert of a new id made now gets: the wall clock in milliseconds, times 1000
+// (the CLI runs on the system clock). An insert between two calls gets a version in between.
+std::uint64_t FirstVersionNow();
 
 // A child started in the background; Finish() waits for it.
 struct Child {

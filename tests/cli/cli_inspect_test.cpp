@@ -1,5 +1,6 @@
 // tests/cli/cli_inspect_test.cpp — `litetx get`, `scan` and `txns`.
 #include <string>
+#include <vector>
 
 #include "cli_harness.h"
 #include "litetx/litetx.h"
@@ -9,19 +10,23 @@ namespace {
 namespace json = boost::json;
 
 TEST_F(CliTest, GetFoundNotFoundAndDeleted) {
-  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"a":[1,2]},"schema_version":2},
-                                  {"op":"insert","collection":"c","id":"y","doc":{"b":true}}]})").code, 0);
-  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"y","version":1}]})").code, 0);
+  RunResult put = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"a":[1,2]},"schema_version":2},
+                                        {"op":"insert","collection":"c","id":"y","doc":{"b":true}}]})");
+  ASSERT_EQ(put.code, 0) << put.err;
+  const std::vector<std::uint64_t> v = Versions(put);
+  ASSERT_EQ(v.size(), 2u);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"y","version":)" +
+                  std::to_string(v[1]) + "}]}").code, 0);
 
   json::object x = Get("c", "x");
   EXPECT_EQ(x["status"], "found");
-  EXPECT_EQ(x["version"], 1);
+  EXPECT_EQ(x["version"].to_number<std::uint64_t>(), v[0]);
   EXPECT_EQ(x["schema_version"], 2);
   EXPECT_EQ(json::serialize(x["doc"]), R"({"a":[1,2]})");  // user fields only, no _ltx
 
   json::object y = Get("c", "y");
   EXPECT_EQ(y["status"], "deleted");
-  EXPECT_EQ(y["version"], 3);  // a tombstone gets v+2
+  EXPECT_EQ(y["version"].to_number<std::uint64_t>(), v[1] + 2);  // a tombstone gets v+2
   EXPECT_FALSE(y.contains("doc"));
 
   EXPECT_EQ(json::serialize(Get("c", "nope")), R"({"status":"not_found"})");
@@ -47,10 +52,13 @@ TEST_F(CliTest, GetUncommittedShowsTheHolder) {
 }
 
 TEST_F(CliTest, ScanListsTheCommittedView) {
-  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"b","doc":{"n":2}},
-                                  {"op":"insert","collection":"c","id":"a","doc":{"n":1}},
-                                  {"op":"insert","collection":"c","id":"d","doc":{"n":4}},
-                                  {"op":"insert","collection":"other","id":"o","doc":{}}]})").code, 0);
+  RunResult put = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"b","doc":{"n":2}},
+                                        {"op":"insert","collection":"c","id":"a","doc":{"n":1}},
+                                        {"op":"insert","collection":"c","id":"d","doc":{"n":4}},
+                                        {"op":"insert","collection":"other","id":"o","doc":{}}]})");
+  ASSERT_EQ(put.code, 0) << put.err;
+  const std::vector<std::uint64_t> v = Versions(put);  // b, a, d, o
+  ASSERT_EQ(v.size(), 4u);
   ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"d"}]})").code, 0);
   // A rolled-back insert of c/e leaves a placeholder (the collector reverses it after the
   // coordinator died holding it); an uncommitted update of c/a stays held.
@@ -72,12 +80,14 @@ TEST_F(CliTest, ScanListsTheCommittedView) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
             R"({"collection":"c","count":2,"documents":[)"
-            R"({"id":"a","status":"found","version":1,"schema_version":1,"doc":{"n":1}},)"
-            R"({"id":"b","status":"found","version":1,"schema_version":1,"doc":{"n":2}}]})"
-            "\n");
+            R"({"id":"a","status":"found","version":)" + std::to_string(v[1]) +
+                R"(,"schema_version":1,"doc":{"n":1}},)"
+            R"({"id":"b","status":"found","version":)" + std::to_string(v[0]) +
+                R"(,"schema_version":1,"doc":{"n":2}}]})"
+                "\n");
   json::object all = Cli({"scan", "c", "--include-deleted"}).Json();
   EXPECT_EQ(all["count"], 3);
-  EXPECT_EQ(json::serialize(all["documents"].as_array()[2]), R"({"id":"d","status":"deleted","version":3})");
+  EXPECT_EQ(json::serialize(all["documents"].as_array()[2]), R"({"id":"d","status":"deleted","version":)" + std::to_string(v[2] + 2) + "}");
   EXPECT_EQ(Cli({"scan", "empty"}).Json()["count"], 0);
   EXPECT_EQ(Cli({"scan", ""}).code, 2);
 }

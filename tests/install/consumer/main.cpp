@@ -1,5 +1,6 @@
 // The README's example, built against an installed litetx through find_package (see
 // tests/install/install_check.cmake).
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <boost/json.hpp>
@@ -11,12 +12,14 @@ int main() {
   litetx::Collector gc(store);                            // repairs what crashed commits leave behind
   gc.Start();                                             // RunOnce() every second
 
-  if (!db.Commit(litetx::Transaction()
-                     .Insert("accounts", "alice", {{"balance", 100}})
-                     .Insert("accounts", "bob", {{"balance", 50}})).ok()) return 1;
+  auto opened = db.Commit(litetx::Transaction()
+                              .Insert("accounts", "alice", {{"balance", 100}})
+                              .Insert("accounts", "bob", {{"balance", 50}}));
+  if (!opened.ok()) return 1;
+  const std::uint64_t alice_version = opened->versions[0];  // what the insert gave alice
 
   auto moved = db.Commit(litetx::Transaction()
-                             .Adjust("accounts", "alice", {{"balance", -30}}, /*expected_version=*/1)
+                             .Adjust("accounts", "alice", {{"balance", -30}}, alice_version)
                              .Adjust("accounts", "bob", {{"balance", 30}}));
   if (moved.code() == litetx::Code::kUnknown) {           // never guess: ask the store
     auto outcome = db.Outcome(moved.status().txn_id());
@@ -28,6 +31,6 @@ int main() {
   auto alice = db.Read("accounts", "alice");              // read committed
   if (alice.ok() && alice->state == litetx::DocumentState::kFound)
     std::printf("alice v%llu %s\n", static_cast<unsigned long long>(alice->version),
-                boost::json::serialize(alice->doc).c_str());   // alice v2 {"balance":70}
+                boost::json::serialize(alice->doc).c_str());   // alice v1763000000000001 {"balance":70}
   gc.Stop();
 }
