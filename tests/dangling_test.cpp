@@ -79,11 +79,11 @@ std::string DanglingTransfer(World& w, const litetx::Options& o) {
 TEST_F(DanglingTest, ReadsSeeThroughTheHoldToThePriorImage) {
   const std::string id = DanglingTransfer(*this, Engine());
   litetx::Database db(mem, Engine());
-  EXPECT_EQ(ReadImage(db, "acct", "a"), Found(3, Obj(R"({"n":100})")));  // reversed: v1 -> 3
-  EXPECT_EQ(ReadImage(db, "acct", "b"), Found(1, Obj(R"({"n":100,"note":"x"})")));
+  EXPECT_EQ(ReadImage(db, "acct", "a"), Found(V(3), Obj(R"({"n":100})")));  // reversed: v1 -> 3
+  EXPECT_EQ(ReadImage(db, "acct", "b"), Found(V(1), Obj(R"({"n":100,"note":"x"})")));
   // Also once the marker is purged and the record is gone altogether.
   ASSERT_TRUE(mem->Erase(TxnKey(id), RevisionOf(*mem, TxnKey(id))).ok());
-  EXPECT_EQ(ReadImage(db, "acct", "b"), Found(1, Obj(R"({"n":100,"note":"x"})")));
+  EXPECT_EQ(ReadImage(db, "acct", "b"), Found(V(1), Obj(R"({"n":100,"note":"x"})")));
   // Reads never write.
   EXPECT_EQ(MetaOf(*mem, "acct", "b").txn, id);
 }
@@ -117,7 +117,7 @@ TEST_F(DanglingTest, CollectorSweepUndoesTheHold) {
   ExpectClean(*mem, {"acct"});
   litetx::Database db(mem, Engine());
   EXPECT_EQ(ReadImage(db, "acct", "b").doc, Obj(R"({"n":100,"note":"x"})"));
-  EXPECT_EQ(ReadImage(db, "acct", "b").version, 3u);  // held at 2, undone at 3: never down
+  EXPECT_EQ(ReadImage(db, "acct", "b").version, V(3));  // held at 2, undone at 3: never down
 }
 
 TEST_F(DanglingTest, LiveHoldsAreLeftToTheirTransaction) {

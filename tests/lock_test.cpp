@@ -134,7 +134,7 @@ TEST_F(LockTest, LockWhoseReplyWasLostIsReleasedBeforeTheNextAttempt) {
   EXPECT_EQ(r->attempts, 2);  // the second attempt was not kept out by the first one's lock
   EXPECT_EQ(lock_codes, (std::vector<Code>{Code::kUnavailable, Code::kOk}));
   EXPECT_EQ(LocksOn("x"), 0u);
-  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(2, Obj(R"({"n":5})")));
+  EXPECT_EQ(ReadImage(*db, "c", "x"), Found(V(2), Obj(R"({"n":5})")));
 }
 
 TEST_F(LockTest, LockWhoseReplyWasLostIsReleasedWhenTheRunEnds) {

@@ -147,7 +147,7 @@ TEST_F(RunTest, BeforeCommitReadsAgainOnEveryAttemptSoItsUpdateIsNotLost) {
   EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 10}));
   EXPECT_EQ(after, 1);  // once per logical transaction
   EXPECT_EQ(rolled, 0);
-  EXPECT_EQ(ReadImage(*db, "stats", "counter"), Found(3, Obj(R"({"n":11})")));
+  EXPECT_EQ(ReadImage(*db, "stats", "counter"), Found(V(3), Obj(R"({"n":11})")));
   EXPECT_EQ(Balance("bob"), 51);
 }
 
