@@ -48,6 +48,8 @@ class LeaseKeeper {
     ~Handle() { Reset(); }
     // Unregisters now: waits for a running renewal, and no further one starts.
     void Reset();
+    // True while registered.
+    explicit operator bool() const { return entry_ != nullptr; }
 
    private:
     friend class LeaseKeeper;

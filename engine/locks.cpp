@@ -52,6 +52,32 @@ Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool wri
   }
 }
 
+Status RenewLock(const Env& env, const Key& key, std::string_view owner, std::int64_t lease_ms) {
+  Retry retry(env, env.options.max_attempts);
+  for (int races = 0;; ++races) {
+    if (races > kMaxRaces) return Status::Unavailable("renewal of " + Where(key) + ": it keeps changing");
+    auto g = GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return Status::Ok();
+    auto meta = DecodeMeta((**g).value);
+    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
+    const std::int64_t now = env.clock.NowMillis();
+    auto mine = std::find_if(meta->locks.begin(), meta->locks.end(), [&](const LockEntry& e) {
+      return e.owner == owner && e.expires_ms > now;
+    });
+    if (mine == meta->locks.end()) return Status::Ok();
+    if (mine->expires_ms - now > lease_ms * 3 / 4) return Status::Ok();  // not due yet
+    mine->expires_ms = now + lease_ms;
+    boost::json::object value = (**g).value;
+    EncodeMeta(value, *meta);
+    auto r = env.store.Replace(key, (**g).revision, value);
+    if (r.ok()) return Status::Ok();
+    if (r.code() == Code::kConflict) continue;  // look again
+    if (Transient(r.code()) && retry.Next()) continue;
+    return Status::Unavailable("renewal of " + Where(key) + ": " + r.status().ToString());
+  }
+}
+
 Status ReleaseLock(const Env& env, const Key& key, std::string_view owner) {
   Retry retry(env, env.options.max_attempts);
   for (int races = 0;; ++races) {

@@ -24,6 +24,11 @@ namespace litetx::engine {
 Status AcquireLock(const Env& env, const Key& key, const Waiter& owner, bool write,
                    std::int64_t lease_ms, bool* maybe_taken = nullptr);
 
+// Pushes `owner`'s lock on `key` to now + lease_ms once a quarter of lease_ms has gone since it
+// was taken or last renewed. OK if renewed, not due yet, or no longer held (expired, or dropped
+// by a write of the document: an expired lock is never revived); kUnavailable, kCorruption.
+Status RenewLock(const Env& env, const Key& key, std::string_view owner, std::int64_t lease_ms);
+
 // Removes `owner`'s lock from `key`, with any expired entries. OK if there is none (or no
 // document); kUnavailable, kCorruption.
 Status ReleaseLock(const Env& env, const Key& key, std::string_view owner);

@@ -9,11 +9,13 @@
 // read (Update / Delete / Insert), or a Check when it was only read and must not change.
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include <boost/json.hpp>
 
 #include "engine/coordinator.h"
+#include "engine/lease_keeper.h"
 #include "engine/locks.h"
 #include "engine/meta.h"
 #include "engine/txn_id.h"
@@ -34,11 +36,11 @@ struct TxnContext::Impl {
     std::optional<Action> single;          // the write, while there is exactly one
   };
 
-  Impl(Database& db, engine::Coordinator& coordinator, const RunOptions& options,
-       std::string id, std::int64_t priority_ms, int attempt)
+  Impl(Database& db, engine::Coordinator& coordinator, engine::LeaseKeeper* leases,
+       const RunOptions& options, std::string id, std::int64_t priority_ms, int attempt)
       : db(db),
         coordinator(coordinator),
-        env{db.store(), db.options(), *db.options().clock, *db.options().logger},
+        env{db.store(), db.options(), *db.options().clock, *db.options().logger, leases},
         options(options),
         id(std::move(id)),
         priority_ms(priority_ms),
@@ -51,6 +53,10 @@ struct TxnContext::Impl {
   // Releases every lock in `locks` and empties it. Returns the keys whose release failed
   // (their entries stay until they expire unless released later).
   std::vector<Key> ReleaseLocks();
+  // Remembers a lock as held (or possibly held) and keeps it renewed in the background.
+  void HoldLock(Key key);
+  // The lease keeper's renewal of every lock held (its own thread).
+  void RenewLocks();
 
   Database& db;
   engine::Coordinator& coordinator;
@@ -63,9 +69,12 @@ struct TxnContext::Impl {
   // The locks this attempt holds, or may hold: a Lock that failed after its lock write's reply
   // was lost is counted too (releasing a lock that is not there writes nothing).
   std::vector<Key> locks;
+  std::mutex locks_mu;  // guards `locks` against the lease keeper's renewal
   // A conflict met by the callback itself (a version it pinned did not match, an insert over
   // a live document): running the callback again cannot help, so Run returns it instead.
   bool pinned_conflict = false;
+  // The background renewal of the locks (Options::renew_leases); declared last: ends first.
+  engine::LeaseKeeper::Handle renewal;
 };
 
 namespace {
@@ -203,7 +212,34 @@ Transaction TxnContext::Impl::Build() const {
   return txn;
 }
 
+void TxnContext::Impl::HoldLock(Key key) {
+  {
+    std::lock_guard<std::mutex> lock(locks_mu);
+    if (std::find(locks.begin(), locks.end(), key) != locks.end()) return;
+    locks.push_back(std::move(key));
+  }
+  if (env.leases != nullptr && !renewal) {
+    renewal = env.leases->Register([this] { RenewLocks(); });
+  }
+}
+
+void TxnContext::Impl::RenewLocks() {
+  std::vector<Key> held;
+  {
+    std::lock_guard<std::mutex> lock(locks_mu);
+    held = locks;
+  }
+  for (const Key& key : held) {
+    Status s = engine::RenewLock(env, key, id, options.lock_lease.count());
+    if (!s.ok()) {
+      env.log.debug("txn {}: could not renew its lock on {}/{} ({}); retried next period", id,
+                    key.collection, key.id, s.ToString());
+    }
+  }
+}
+
 std::vector<Key> TxnContext::Impl::ReleaseLocks() {
+  renewal.Reset();  // no renewal runs from here on
   std::vector<Key> failed;
   for (Key& key : locks) {
     Status s = engine::ReleaseLock(env, key, id);
@@ -303,10 +339,7 @@ Status TxnContext::Lock(std::string_view collection, std::string_view id, LockMo
   Status s = engine::AcquireLock(impl_->env, key, self, mode == LockMode::kWrite,
                                  impl_->options.lock_lease.count(), &maybe_taken);
   // A failure after a lost reply may have left the lock stored: it is released with the rest.
-  if ((s.ok() || maybe_taken) &&
-      std::find(impl_->locks.begin(), impl_->locks.end(), key) == impl_->locks.end()) {
-    impl_->locks.push_back(std::move(key));
-  }
+  if (s.ok() || maybe_taken) impl_->HoldLock(std::move(key));
   return s;
 }
 
@@ -383,7 +416,7 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
   };
   for (int attempt = 1;; ++attempt) {
     unreleased.ReleaseAgain();
-    TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, options,
+    TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, leases_.get(), options,
                                                       attempt_id(attempt), priority_ms, attempt));
     TxnContext::Impl& impl = *ctx.impl_;
     Status s = fn(ctx);

@@ -86,8 +86,10 @@ struct RunOptions {
   // documents it read. Reads that found nothing are not checked (no phantom protection).
   bool serializable = false;
   // Lease of the pessimistic locks this transaction takes: a lock whose owner died expires
-  // this long after it was taken. Must exceed the callback's longest run.
-  std::chrono::milliseconds lock_lease{30'000};
+  // this long after it was taken or last renewed. While the run is alive, the Database renews
+  // its locks in the background every lock_lease/4 (Options::renew_leases); with renewal off
+  // it must exceed the callback's longest run.
+  std::chrono::milliseconds lock_lease{5'000};
   // before_commit on every attempt, after_commit and after_rollback once; see TransactionHooks.
   TransactionHooks hooks;
 };
