@@ -10,6 +10,6 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLITETX_SANITIZE=thr
 cmake --build build-tsan -j"$(nproc 2>/dev/null || echo 2)" --target litetx_tests stress_tests
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 build-tsan/tests/litetx_tests --gtest_brief=1 \
-  --gtest_filter='ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*'
+  --gtest_filter='ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*'
 build-tsan/tests/stress/stress_tests --gtest_brief=1
 echo "tsan: no data race reported"
