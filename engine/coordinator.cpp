@@ -74,9 +74,10 @@ class CommitRun {
   Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   Status WriteRecord();
-  // CAS of the record to `updated` (still pending); kAborted if someone claimed it.
-  // check_size: kInvalidArgument if it would exceed Options::max_record_bytes.
-  Status ReplaceRecord(TxnRecord updated, bool check_size = false);
+  // CAS of the record to `change` applied to it (still pending); kAborted if someone claimed
+  // it. check_size: kInvalidArgument if it would exceed Options::max_record_bytes.
+  // REQUIRES: record_mu_ held (UpdateRecord).
+  Status ReplaceRecord(const std::function<bool(TxnRecord&)>& change, bool check_size);
   Status ApplyOne(Slot& slot);
   Status Reacquire(Slot& slot);
   Status RevalidateChecks();
@@ -90,6 +91,9 @@ class CommitRun {
   // ReplaceRecord of the record as it is now, changed by `change` (which returns false if
   // there is nothing to write), under record_mu_. kAborted is remembered in lease_lost_.
   Status UpdateRecord(const std::function<bool(TxnRecord&)>& change, bool check_size = false);
+  // If `stored` is exactly the record write whose reply was lost (in_doubt_), adopts it as
+  // the record as we know it (it landed after all) and returns true.
+  bool AdoptInDoubt(const StoredDocument& stored);
   void MarkDone(TxnState state, Retry& retry);
   Status Rollback(Status reason);
   bool MarkAborted(Retry& retry);
@@ -308,51 +312,61 @@ void CommitRun::Renew() {
 Status CommitRun::UpdateRecord(const std::function<bool(TxnRecord&)>& change, bool check_size) {
   std::lock_guard<std::mutex> lock(record_mu_);
   if (!lease_lost_.ok()) return lease_lost_;
-  TxnRecord updated = record_;
-  if (!change(updated)) return Status::Ok();
-  Status s = ReplaceRecord(std::move(updated), check_size);
+  Status s = ReplaceRecord(change, check_size);
   // Someone else wrote the record (a claim, a marker): that is final, whoever learns it first.
   if (s.code() == Code::kAborted) lease_lost_ = s;
   return s;
 }
 
-Status CommitRun::ReplaceRecord(TxnRecord updated, bool check_size) {
-  json::object value = EncodeRecord(updated);
-  if (check_size && json::serialize(value).size() > env_.options.max_record_bytes) {
-    return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
-                                   std::to_string(env_.options.max_record_bytes) + " bytes");
-  }
+Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, bool check_size) {
   Retry retry = ForwardRetry();
   for (;;) {
-    auto r = env_.store.Replace(record_key_, record_revision_, value);
-    if (r.ok()) {
-      record_revision_ = *r;
-      record_ = std::move(updated);
-      record_value_ = std::move(value);
-      in_doubt_.reset();
-      return Status::Ok();
+    // The update, computed from the record as we know it (again, if it turned out to be a
+    // write of ours whose reply was lost).
+    TxnRecord updated = record_;
+    if (!change(updated)) return Status::Ok();
+    json::object value = EncodeRecord(updated);
+    if (check_size && json::serialize(value).size() > env_.options.max_record_bytes) {
+      return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
+                                     std::to_string(env_.options.max_record_bytes) + " bytes");
     }
-    if (r.code() != Code::kUnavailable && r.code() != Code::kConflict && r.code() != Code::kUnknown) {
-      return r.status();
+    for (;;) {
+      auto r = env_.store.Replace(record_key_, record_revision_, value);
+      if (r.ok()) {
+        record_revision_ = *r;
+        record_ = std::move(updated);
+        record_value_ = std::move(value);
+        in_doubt_.reset();
+        return Status::Ok();
+      }
+      if (r.code() != Code::kUnavailable && r.code() != Code::kConflict &&
+          r.code() != Code::kUnknown) {
+        return r.status();
+      }
+      if (r.code() == Code::kUnknown) in_doubt_ = value;
+      auto g = GetWithRetry(env_, record_key_);
+      if (!g.ok()) return g.status();
+      if (!g->has_value()) {
+        return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
+      }
+      if ((*g)->value == value) {  // our lost-reply write landed
+        record_revision_ = (*g)->revision;
+        record_ = std::move(updated);
+        record_value_ = std::move(value);
+        in_doubt_.reset();
+        return Status::Ok();
+      }
+      const bool rebase = AdoptInDoubt(**g);  // an earlier write of ours landed after all
+      if (!rebase && (*g)->revision != record_revision_) {
+        // Someone else wrote the record: only a claim or an outcome marker can (the
+        // coordinator is the only writer of its pending record), and neither is taken back.
+        return Status::Aborted("transaction " + id_ + " was rolled back by " +
+                               Claimer((*g)->value));
+      }
+      if (!rebase) in_doubt_.reset();  // still at the revision we know: ours did not land
+      if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
+      if (rebase) break;  // recompute the update from the record as it now is
     }
-    if (r.code() == Code::kUnknown) in_doubt_ = value;
-    auto g = GetWithRetry(env_, record_key_);
-    if (!g.ok()) return g.status();
-    if (!g->has_value()) return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
-    if ((*g)->value == value) {  // our lost-reply write landed
-      record_revision_ = (*g)->revision;
-      record_ = std::move(updated);
-      record_value_ = std::move(value);
-      in_doubt_.reset();
-      return Status::Ok();
-    }
-    if ((*g)->revision != record_revision_) {
-      // Someone else wrote the record: only a claim or an outcome marker can (the coordinator
-      // is the only writer of its pending record), and neither is ever taken back.
-      return Status::Aborted("transaction " + id_ + " was rolled back by " + Claimer((*g)->value));
-    }
-    in_doubt_.reset();  // still at the revision we know: our write did not land
-    if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
   }
 }
 
@@ -502,6 +516,12 @@ Status CommitRun::FlipToCommitted() {
       return Status::Aborted("transaction " + id_ + " was rolled back by " + Claimer((*g)->value));
     }
     if (rec.ok() && rec->state == TxnState::kPending) {
+      if (AdoptInDoubt(**g)) {  // a lease extension of ours whose reply was lost: flip from it
+        record_value_["state"] = TxnStateName(TxnState::kCommitted);
+        if (retry.Next()) continue;
+        return maybe_landed ? Status::Unknown("commit flag write reply lost")
+                            : Status::Unavailable("could not set the commit flag");
+      }
       if ((*g)->revision != record_revision_) {
         // A pending record we did not write: never adopted, never flipped.
         env_.log.error("txn {}: its pending record was rewritten by another writer", id_);
@@ -564,6 +584,17 @@ bool CommitRun::FinishOne(Slot& slot) {
     }
     if (!retry.Next()) return false;
   }
+}
+
+bool CommitRun::AdoptInDoubt(const StoredDocument& stored) {
+  if (!in_doubt_ || stored.value != *in_doubt_) return false;
+  auto rec = DecodeRecord(stored.value);
+  if (!rec.ok()) return false;
+  record_revision_ = stored.revision;
+  record_value_ = std::move(*in_doubt_);
+  record_ = std::move(rec).value();
+  in_doubt_.reset();
+  return true;
 }
 
 void CommitRun::MarkDone(TxnState state, Retry& retry) {
@@ -675,13 +706,15 @@ bool CommitRun::MarkAborted(Retry& retry) {
         }
         // Pending. Ours only at the revision we know, or as the write whose reply was lost.
         if ((*g)->revision != record_revision_) {
-          if (!in_doubt_ || (*g)->value != *in_doubt_) {
+          if (!AdoptInDoubt(**g)) {
             env_.log.error("txn {}: its pending record was rewritten by another writer; "
                            "left for the collector", id_);
             return false;
           }
-          record_revision_ = (*g)->revision;  // our in-doubt write landed after all
-          in_doubt_.reset();
+          aborted = record_;  // our in-doubt write landed after all: abort from it
+          aborted.state = TxnState::kAborted;
+          aborted.aborted_by = "coordinator";
+          value = EncodeRecord(aborted);
           continue;  // try again at once
         }
       }

@@ -165,6 +165,53 @@ TEST(LeaseTest, RunKeepsItsPessimisticLockAlivePastTheLockLease) {
   EXPECT_TRUE(after.ok()) << after.status().ToString();  // released at the end of the run
 }
 
+// A renewal whose reply is lost and cannot be resolved (the record cannot be read for a while)
+// leaves its write in doubt. When the coordinator next writes its record it finds that write —
+// its own — and must build on it, not take it for a claim.
+TEST(LeaseTest, RenewalWithALostReplyIsRecognisedAsOurOwnWrite) {
+  World w;
+  litetx::Options o = w.Opts();
+  o.lease = 40ms;  // virtual time (ManualClock); the keeper looks every 10 ms of real time
+  o.renew_leases = true;
+  {
+    litetx::Database d(w.mem, o);
+    MustCommit(d, Transaction().Insert("acct", "a", Obj(R"({"n":100})")));
+    MustCommit(d, Transaction().Insert("acct", "b", Obj(R"({"n":100})")));
+  }
+  auto hook = std::make_shared<HookStore>(w.mem);
+  std::atomic<bool> stalled{false}, records_down{false}, lost{false};
+  hook->before = [&](const Call& c) -> std::optional<Status> {
+    if (c.on_record() && c.op == Op::kGet && records_down) return Status::Unavailable("down");
+    if (c.op == Op::kReplace && c.key == Key{"acct", "a"} && !stalled) {
+      stalled = true;
+      w.clock->Advance(15ms);  // a quarter of the lease has gone, not half: only the keeper extends
+      records_down = true;
+      for (int i = 0; i < 200 && !lost; ++i) std::this_thread::sleep_for(5ms);
+      std::this_thread::sleep_for(30ms);  // let failing renewals come and go
+      records_down = false;
+    }
+    return std::nullopt;
+  };
+  hook->after = [&](const Call& c, const Status& st) -> std::optional<Status> {
+    if (st.ok() && c.op == Op::kReplace && c.record_state() == "pending" && !lost) {
+      lost = true;
+      return Status::Unknown("renewal reply lost");
+    }
+    return std::nullopt;
+  };
+  litetx::Database db(hook, o);
+  auto r = db.Commit(Transaction().Adjust("acct", "a", {{"n", -30}}).Adjust("acct", "b", {{"n", 30}}));
+  ASSERT_TRUE(lost.load()) << "no renewal ran while the coordinator was stalled";
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto direct = w.Direct();
+  EXPECT_EQ(ReadImage(*direct, "acct", "a").doc, Obj(R"({"n":70})"));
+  EXPECT_EQ(ReadImage(*direct, "acct", "b").doc, Obj(R"({"n":130})"));
+  auto outcome = direct->Outcome(r->txn_id);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, TxnOutcome::kCommitted);
+  ExpectClean(*w.mem, {"acct"});
+}
+
 TEST(LeaseKeeperTest, HandleResetWaitsForARunningRenewalAndStopsFurtherOnes) {
   auto logger = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>());
   litetx::engine::LeaseKeeper keeper(5ms, *logger);
