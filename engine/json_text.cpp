@@ -1,5 +1,6 @@
 #include "engine/json_text.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -130,8 +131,36 @@ json::value ParseJson(std::string_view text, json::error_code& ec,
 
 namespace {
 
-// Containers still to look into, with their level. Each is visited once.
-using Todo = std::vector<std::pair<const json::value*, std::size_t>>;
+// Containers still to look into, with their level; each is visited once, in no particular
+// order. The first ones live in the object itself, so checking a typical document allocates
+// nothing.
+class Todo {
+ public:
+  struct Entry {  // trivial: the inline array below is left uninitialised
+    const json::value* v;
+    std::size_t level;
+  };
+  bool empty() const { return size_ == 0 && spill_.empty(); }
+  void push(const json::value* v, std::size_t level) {
+    if (size_ < kInline) {
+      inline_[size_++] = Entry{v, level};
+    } else {
+      spill_.push_back(Entry{v, level});
+    }
+  }
+  Entry pop() {
+    if (spill_.empty()) return inline_[--size_];
+    Entry e = spill_.back();
+    spill_.pop_back();
+    return e;
+  }
+
+ private:
+  static constexpr std::size_t kInline = 32;
+  std::array<Entry, kInline> inline_;
+  std::size_t size_ = 0;
+  std::vector<Entry> spill_;
+};
 
 // Checks `v`, at `level`: a scalar at once, a container by queueing it in `todo`.
 JsonProblem Look(const json::value& v, std::size_t level, std::size_t max_depth,
@@ -140,7 +169,7 @@ JsonProblem Look(const json::value& v, std::size_t level, std::size_t max_depth,
     case json::kind::object:
     case json::kind::array:
       if (level > max_depth) return JsonProblem::kTooDeep;
-      todo.emplace_back(&v, level);
+      todo.push(&v, level);
       return JsonProblem::kNone;
     case json::kind::double_:
       if (finite_only && !std::isfinite(v.get_double())) return JsonProblem::kNotFinite;
@@ -152,8 +181,7 @@ JsonProblem Look(const json::value& v, std::size_t level, std::size_t max_depth,
 
 JsonProblem Drain(std::size_t max_depth, bool finite_only, Todo& todo) {
   while (!todo.empty()) {
-    auto [v, level] = todo.back();
-    todo.pop_back();
+    auto [v, level] = todo.pop();
     if (v->is_object()) {
       for (const auto& kv : v->get_object()) {
         JsonProblem p = Look(kv.value(), level + 1, max_depth, finite_only, todo);

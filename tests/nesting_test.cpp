@@ -182,6 +182,19 @@ TEST(CheckJsonTest, CountsLevelsAndFindsNonFiniteNumbers) {
   EXPECT_EQ(CheckJson(nan, 64, false), JsonProblem::kNone);
   EXPECT_EQ(CheckJson(json::value(-std::numeric_limits<double>::infinity()), 2, 64, true),
             JsonProblem::kNotFinite);
+  // Many containers side by side (the walk's queue grows past its first, fixed-size part).
+  json::object wide_many;
+  for (int i = 0; i < 200; ++i) {
+    wide_many["f" + std::to_string(i)] = json::array{json::object{{"x", json::array{i, 0.5}}}};
+  }
+  EXPECT_EQ(CheckJson(wide_many, 4, true), JsonProblem::kNone);
+  EXPECT_EQ(CheckJson(wide_many, 3, true), JsonProblem::kTooDeep);
+  wide_many["f17"].as_array()[0].as_object()["x"].as_array().push_back(std::nan(""));
+  EXPECT_EQ(CheckJson(wide_many, 4, true), JsonProblem::kNotFinite);
+  EXPECT_EQ(CheckJson(wide_many, 4, false), JsonProblem::kNone);
+  wide_many["f150"].as_array()[0].as_object()["x"].as_array().push_back(json::array{});
+  EXPECT_EQ(CheckJson(wide_many, 4, false), JsonProblem::kTooDeep);
+  EXPECT_EQ(CheckJson(wide_many, 5, false), JsonProblem::kNone);
   DeepStorage storage;
   const json::object deep = Nested(kVeryDeep, true, storage.ptr());
   EXPECT_EQ(CheckJson(deep, kDefaultLimit, false), JsonProblem::kTooDeep);
