@@ -287,6 +287,8 @@ Action Only(const Transaction& t) { return t.actions().front(); }
 
 Status TxnContext::Insert(std::string_view collection, std::string_view id,
                           boost::json::object doc, std::optional<std::uint32_t> schema_version) {
+  // Before the builder copies the action: a deep document must not reach a recursive copy.
+  if (Status s = engine::ValidateFields(doc, impl_->env.options); !s.ok()) return s;
   return impl_->Apply(Only(Transaction().Insert(std::string(collection), std::string(id),
                                                 std::move(doc), schema_version)));
 }
@@ -294,6 +296,7 @@ Status TxnContext::Insert(std::string_view collection, std::string_view id,
 Status TxnContext::Update(std::string_view collection, std::string_view id,
                           boost::json::object set, std::vector<std::string> unset,
                           std::optional<std::uint64_t> expected_version) {
+  if (Status s = engine::ValidateFields(set, impl_->env.options); !s.ok()) return s;
   return impl_->Apply(Only(Transaction().Update(std::string(collection), std::string(id),
                                                 std::move(set), std::move(unset),
                                                 expected_version)));
@@ -301,6 +304,7 @@ Status TxnContext::Update(std::string_view collection, std::string_view id,
 
 Status TxnContext::Adjust(std::string_view collection, std::string_view id,
                           boost::json::object by, std::optional<std::uint64_t> expected_version) {
+  if (Status s = engine::ValidateFields(by, impl_->env.options); !s.ok()) return s;
   return impl_->Apply(Only(Transaction().Adjust(std::string(collection), std::string(id),
                                                 std::move(by), expected_version)));
 }

@@ -1,19 +1,45 @@
 #include "engine/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
 
 #include <boost/json.hpp>
 
+#include "engine/json_text.h"
 #include "litetx/document.h"
 
 namespace litetx::engine {
 namespace json = boost::json;
 
+std::size_t MaxNestingDepth(const Options& options) {
+  return std::clamp<std::size_t>(options.max_nesting_depth, 1, kMaxNestingDepth);
+}
+
+Status ValidateFields(const json::object& fields, const Options& options) {
+  const std::size_t limit = MaxNestingDepth(options);
+  for (const auto& kv : fields) {
+    switch (CheckJson(kv.value(), 2, limit, /*finite_only=*/true)) {
+      case JsonProblem::kNone:
+        break;
+      case JsonProblem::kTooDeep:
+        return Status::InvalidArgument(
+            "field \"" + std::string(kv.key()) + "\" nests objects and arrays deeper than " +
+            std::to_string(limit) +
+            " levels (the document is level 1; the limit is Options::max_nesting_depth)");
+      case JsonProblem::kNotFinite:
+        return Status::InvalidArgument("field \"" + std::string(kv.key()) +
+                                       "\" holds a number that is not finite (NaN or an "
+                                       "infinity, which JSON cannot store)");
+    }
+  }
+  return Status::Ok();
+}
+
 namespace {
 
-Status CheckAction(const Action& a) {
+Status CheckAction(const Action& a, const Options& options) {
   if (Status s = ValidateCollection(a.key.collection); !s.ok()) return s;
   if (Status s = ValidateId(a.key.id); !s.ok()) return s;
   for (const auto& kv : a.fields) {
@@ -27,6 +53,9 @@ Status CheckAction(const Action& a) {
       return Status::InvalidArgument("field \"" + f + "\" is reserved (names starting with _ltx "
                                      "belong to litetx)");
     }
+  }
+  if (a.type == ActionType::kInsert || a.type == ActionType::kUpdate) {
+    if (Status s = ValidateFields(a.fields, options); !s.ok()) return s;
   }
   switch (a.type) {
     case ActionType::kInsert:
@@ -82,7 +111,7 @@ Status ValidateTransaction(const Transaction& txn, const Options& options) {
   std::set<Key> seen;
   for (std::size_t i = 0; i < txn.size(); ++i) {
     const Action& a = txn.actions()[i];
-    Status s = CheckAction(a);
+    Status s = CheckAction(a, options);
     if (s.ok() && !seen.insert(a.key).second) {
       s = Status::InvalidArgument("the document is named by an earlier action; combine the "
                                   "changes into one action");

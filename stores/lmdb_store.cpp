@@ -21,10 +21,13 @@
 #include <system_error>
 #include <utility>
 
-#include <boost/json/parse.hpp>
+#include <boost/json/error.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/serializer.hpp>
 #include <boost/json/value.hpp>
+
+#include "engine/json_text.h"
+#include "litetx/document.h"
 
 namespace litetx {
 
@@ -41,8 +44,6 @@ constexpr std::size_t kRevisionBytes = 8;
 constexpr unsigned kMaxReaders = 1024;
 // Bound on retries after map resizes (each at least doubles the map or adopts a bigger one).
 constexpr int kMaxAttempts = 64;
-// Anything boost::json::serialize wrote must parse back; the parser is not recursive.
-constexpr std::size_t kMaxJsonDepth = std::size_t{1} << 20;
 
 void PutRevision(char* out, Revision r) {
   for (std::size_t i = 0; i < kRevisionBytes; ++i) {
@@ -177,9 +178,16 @@ Result<StoredDocument> Decode(const MDB_val& v, std::string_view where) {
   doc.revision = GetRevision(v.mv_data);
   json::parse_options opt;
   opt.allow_invalid_utf8 = true;
-  opt.max_depth = kMaxJsonDepth;
+  // Create and Replace never write deeper values; deeper text was written by something else,
+  // and building (then copying, comparing, destroying) it would recurse that deep.
+  opt.max_depth = kMaxStoredNestingDepth;
   json::error_code ec;
-  json::value jv = json::parse(View(v).substr(kRevisionBytes), ec, {}, opt);
+  json::value jv = engine::ParseJson(View(v).substr(kRevisionBytes), ec, opt);
+  if (ec == json::error::too_deep) {
+    return Status::Corruption("lmdb: value of " + std::string(where) +
+                              " nests objects and arrays deeper than " +
+                              std::to_string(kMaxStoredNestingDepth) + " levels");
+  }
   if (ec) {
     return Status::Corruption("lmdb: value of " + std::string(where) +
                               " is not valid JSON: " + ec.message());
@@ -575,6 +583,21 @@ std::string EncodeKey(const Key& key) {
   return k;
 }
 
+// Why `value` cannot be stored as JSON text that reads back as it is, or empty: nesting
+// deeper than kMaxStoredNestingDepth (Decode would refuse it), or a NaN or infinite number
+// (JSON has no text for them). Not recursive.
+std::string ValueProblem(const json::object& value) {
+  switch (engine::CheckJson(value, kMaxStoredNestingDepth, /*finite_only=*/true)) {
+    case engine::JsonProblem::kNone: return {};
+    case engine::JsonProblem::kTooDeep:
+      return "value nests objects and arrays deeper than " +
+             std::to_string(kMaxStoredNestingDepth) + " levels";
+    case engine::JsonProblem::kNotFinite:
+      return "value holds a number that is not finite (NaN or an infinity)";
+  }
+  return {};
+}
+
 // 8 placeholder bytes for the revision, then the JSON text. False if over `max_bytes`.
 bool EncodeValue(const json::object& value, std::size_t max_bytes, std::string* out) {
   out->assign(kRevisionBytes, '\0');
@@ -614,6 +637,9 @@ Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& va
   if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
     return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
   }
+  if (std::string why = ValueProblem(value); !why.empty()) {
+    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
+  }
   std::string k = EncodeKey(key);
   std::string v;
   if (!EncodeValue(value, options_.max_value_bytes, &v)) {
@@ -644,6 +670,9 @@ Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& va
 Result<Revision> LmdbStore::Replace(const Key& key, Revision expected,
                                     const boost::json::object& value) try {
   if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
+    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
+  }
+  if (std::string why = ValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
   }
   std::string k = EncodeKey(key);

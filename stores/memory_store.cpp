@@ -2,8 +2,28 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
+
+#include "engine/json_text.h"
+#include "litetx/document.h"
 
 namespace litetx {
+
+namespace {
+
+// kInvalidArgument if `value` nests deeper than kMaxStoredNestingDepth: copying it in and out
+// would recurse that deep. Not recursive itself.
+Status CheckDepth(const char* op, const boost::json::object& value) {
+  if (engine::CheckJson(value, kMaxStoredNestingDepth, /*finite_only=*/false) ==
+      engine::JsonProblem::kNone) {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(std::string("memory store: ") + op +
+                                 ": value nests objects and arrays deeper than " +
+                                 std::to_string(kMaxStoredNestingDepth) + " levels");
+}
+
+}  // namespace
 
 MemoryStore::Shard& MemoryStore::ShardFor(const Key& key) {
   std::size_t h = std::hash<std::string>{}(key.collection) * 31 + std::hash<std::string>{}(key.id);
@@ -19,6 +39,7 @@ Result<std::optional<StoredDocument>> MemoryStore::Get(const Key& key) {
 }
 
 Result<Revision> MemoryStore::Create(const Key& key, const boost::json::object& value) {
+  if (Status st = CheckDepth("create", value); !st.ok()) return st;
   Shard& s = ShardFor(key);
   std::lock_guard<std::mutex> lock(s.mu);
   auto [it, inserted] = s.docs.try_emplace(key);
@@ -30,6 +51,7 @@ Result<Revision> MemoryStore::Create(const Key& key, const boost::json::object& 
 
 Result<Revision> MemoryStore::Replace(const Key& key, Revision expected,
                                       const boost::json::object& value) {
+  if (Status st = CheckDepth("replace", value); !st.ok()) return st;
   Shard& s = ShardFor(key);
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.docs.find(key);

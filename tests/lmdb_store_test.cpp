@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -704,6 +705,70 @@ TEST(LmdbStoreTest, CorruptValuesAreReportedAsCorruption) {
   auto g = s->Get(Key{"c", "badjson"});
   ASSERT_TRUE(g.ok() && g->has_value());
   EXPECT_EQ((*g)->value, Body(5));
+}
+
+// JSON text nested deeper than the store reads (written by something other than this store)
+// is reported as corruption, by Get and by Scan, instead of exhausting the stack.
+TEST(LmdbStoreTest, ValuesNestedTooDeeplyReadAsCorruption) {
+  constexpr std::size_t kVeryDeep = 100'000;
+  auto objects = [](std::size_t levels) {
+    std::string t;
+    for (std::size_t i = 1; i < levels; ++i) t += "{\"a\":";
+    t += "{}";
+    t.append(levels - 1, '}');
+    return t;
+  };
+  TempDir dir;
+  {
+    auto s = MustOpen(dir.str());
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->Create(Key{"d", "good"}, Body(1)).ok());
+  }
+  {
+    RawEnv raw(dir.str());
+    raw.Put(RawKey("c", "objects"), Le64(90) + objects(kVeryDeep));
+    raw.Put(RawKey("e", "arrays"),
+            Le64(91) + "{\"a\":" + std::string(kVeryDeep, '[') + std::string(kVeryDeep, ']') + "}");
+    raw.Put(RawKey("f", "over"), Le64(92) + objects(litetx::kMaxStoredNestingDepth + 1));
+    raw.Put(RawKey("g", "limit"), Le64(93) + objects(litetx::kMaxStoredNestingDepth));
+  }
+  auto s = MustOpen(dir.str());
+  ASSERT_NE(s, nullptr);
+  for (const Key& k : {Key{"c", "objects"}, Key{"e", "arrays"}, Key{"f", "over"}}) {
+    auto g = s->Get(k);
+    EXPECT_EQ(g.code(), Code::kCorruption) << k.id;
+    EXPECT_NE(g.status().message().find("nest"), std::string::npos) << g.status().ToString();
+    EXPECT_EQ(s->Scan(k.collection, "", 10).code(), Code::kCorruption) << k.id;
+  }
+  EXPECT_EQ(ScanIds(*s, "d", 10), (std::vector<std::string>{"good"}));
+  auto at_limit = s->Get(Key{"g", "limit"});
+  ASSERT_TRUE(at_limit.ok() && at_limit->has_value()) << at_limit.status().ToString();
+  EXPECT_EQ(json::serialize((*at_limit)->value), objects(litetx::kMaxStoredNestingDepth));
+  EXPECT_EQ(ScanIds(*s, "g", 10), (std::vector<std::string>{"limit"}));
+}
+
+// NaN and the infinities have no JSON text: Create and Replace refuse them (kInvalidArgument)
+// instead of storing text that cannot be read back.
+TEST(LmdbStoreTest, NonFiniteNumbersAreRefused) {
+  TempDir dir;
+  auto s = MustOpen(dir.str());
+  ASSERT_NE(s, nullptr);
+  auto r = s->Create(Key{"c", "x"}, Body(1));
+  ASSERT_TRUE(r.ok());
+  for (double bad : {std::numeric_limits<double>::infinity(),
+                     -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    const json::object value{{"n", json::array{1, json::object{{"m", bad}}}}};
+    auto c = s->Create(Key{"c", "y"}, value);
+    EXPECT_EQ(c.code(), Code::kInvalidArgument) << c.status().ToString();
+    EXPECT_NE(c.status().message().find("not finite"), std::string::npos) << c.status().ToString();
+    EXPECT_EQ(s->Replace(Key{"c", "x"}, *r, value).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(ScanIds(*s, "c", 10), (std::vector<std::string>{"x"}));
+  auto g = s->Get(Key{"c", "x"});
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->revision, *r);
+  EXPECT_EQ((*g)->value, Body(1));
 }
 
 TEST(LmdbStoreTest, DamagedRevisionCounterFailsWritesWithCorruption) {

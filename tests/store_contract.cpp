@@ -317,5 +317,95 @@ TEST_P(StoreContractTest, ConcurrentCreatesOfOneKeyHaveOneWinner) {
   }
 }
 
+// Every finite double (random bit patterns, subnormals, both zeros, the extremes) and every
+// int64 / uint64 comes back with the same kind and bits, from Get, Scan and after Replace.
+TEST_P(StoreContractTest, NumbersRoundTripBitExact) {
+  constexpr std::size_t kPerDocument = 100;
+  const json::array doubles = HardDoubles(4000);
+  std::vector<json::array> chunks;
+  for (std::size_t i = 0; i < doubles.size(); i += kPerDocument) {
+    chunks.emplace_back(doubles.begin() + i,
+                        doubles.begin() + std::min(doubles.size(), i + kPerDocument));
+  }
+  auto make = [](const json::array& numbers) {
+    json::object o{{"first", numbers.front()}, {"numbers", numbers},
+                   {"nested", json::object{{"n", json::array{numbers.back(), numbers}}}},
+                   {"ints", ExtremeIntegers()}};
+    return o;
+  };
+  std::size_t changed = 0, total = 0, documents_changed = 0;
+  std::string example;
+  auto compare = [&](const json::array& want, const json::object& got) {
+    const json::value* numbers = got.if_contains("numbers");
+    std::size_t n = numbers == nullptr ? want.size() : CountChanged(want, *numbers);
+    if (n > 0 && example.empty() && numbers != nullptr && numbers->is_array()) {
+      for (std::size_t i = 0; i < want.size() && i < numbers->get_array().size(); ++i) {
+        if (!SameBits(want[i], numbers->get_array()[i])) {
+          example = json::serialize(want[i]) + " came back as " +
+                    json::serialize(numbers->get_array()[i]);
+          break;
+        }
+      }
+    }
+    changed += n;
+    total += want.size();
+    if (!SameBits(make(want), got)) ++documents_changed;
+  };
+  std::vector<Revision> revs;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    auto r = store().Create(Key{"num", std::to_string(1000 + i)}, make(chunks[i]));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    revs.push_back(*r);
+  }
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    auto g = store().Get(Key{"num", std::to_string(1000 + i)});
+    ASSERT_TRUE(g.ok() && g->has_value()) << g.status().ToString();
+    compare(chunks[i], (*g)->value);
+  }
+  auto all = ScanPaged(store(), "num", 7);
+  ASSERT_EQ(all.size(), chunks.size());
+  for (std::size_t i = 0; i < chunks.size(); ++i) compare(chunks[i], all[i].second.value);
+  // Replace each document with the next one's numbers, then read them again.
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const json::array& next = chunks[(i + 1) % chunks.size()];
+    ASSERT_TRUE(store().Replace(Key{"num", std::to_string(1000 + i)}, revs[i], make(next)).ok());
+    auto g = store().Get(Key{"num", std::to_string(1000 + i)});
+    ASSERT_TRUE(g.ok() && g->has_value());
+    compare(next, (*g)->value);
+  }
+  EXPECT_EQ(changed, 0u) << changed << " of " << total << " doubles changed, e.g. " << example;
+  EXPECT_EQ(documents_changed, 0u) << "documents read back different (numbers or integers)";
+}
+
+// A value nested deeper than kMaxStoredNestingDepth is refused (kInvalidArgument) by Create
+// and Replace without writing, however deep it is; one at the limit is stored and read back.
+TEST_P(StoreContractTest, ValueNestedTooDeeplyIsRefused) {
+  const std::size_t limit = litetx::kMaxStoredNestingDepth;
+  const json::object at_limit = Nested(limit, true);
+  auto r = store().Create(Key{"c", "deep"}, at_limit);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto g = store().Get(Key{"c", "deep"});
+  ASSERT_TRUE(g.ok() && g->has_value()) << g.status().ToString();
+  EXPECT_EQ((*g)->value, at_limit);
+  DeepStorage storage;
+  for (std::size_t levels : {limit + 1, std::size_t{100'000}}) {
+    for (bool arrays : {false, true}) {
+      SCOPED_TRACE(std::to_string(levels) + (arrays ? " levels, arrays" : " levels"));
+      const json::object over = Nested(levels, arrays, storage.ptr());
+      auto c = store().Create(Key{"c", "over"}, over);
+      EXPECT_EQ(c.code(), Code::kInvalidArgument) << c.status().ToString();
+      EXPECT_NE(c.status().message().find("nests"), std::string::npos) << c.status().ToString();
+      auto rep = store().Replace(Key{"c", "deep"}, *r, over);
+      EXPECT_EQ(rep.code(), Code::kInvalidArgument) << rep.status().ToString();
+    }
+  }
+  auto absent = store().Get(Key{"c", "over"});
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value()) << "a refused create wrote";
+  g = store().Get(Key{"c", "deep"});
+  ASSERT_TRUE(g.ok() && g->has_value());
+  EXPECT_EQ((*g)->revision, *r) << "a refused replace wrote";
+}
+
 }  // namespace
 }  // namespace ltxtest

@@ -7,15 +7,27 @@
 //   * World: a MemoryStore, a ManualClock and Options suited to tests (instant sleeps, small
 //     busy timeout).
 //   * Image: the comparable part of a ReadResult.
+//   * Exact numbers: bit-for-bit comparison of JSON values and doubles that are hard to
+//     convert to text and back.
+//   * Deep nesting: documents nested many levels deep, built and torn down without recursion.
+//   * LmdbScratch: an LMDB store in a temporary directory.
 #pragma once
 
+#include <stdlib.h>
+
+#include <bit>
 #include <climits>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -431,5 +443,180 @@ inline litetx::CommitInfo MustCommit(litetx::Database& db, const litetx::Transac
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : litetx::CommitInfo{};
 }
+
+// ---------------------------------------------------------------------------------------------
+// Exact numbers
+
+// True if `a` and `b` are the same JSON with every number of the same kind (int64, uint64,
+// double) and, for doubles, the same bits (so -0.0 differs from 0.0). Recursive: for the
+// shallow values of tests.
+inline bool SameBits(const json::value& a, const json::value& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case json::kind::double_:
+      return std::bit_cast<std::uint64_t>(a.get_double()) ==
+             std::bit_cast<std::uint64_t>(b.get_double());
+    case json::kind::array: {
+      const json::array& x = a.get_array();
+      const json::array& y = b.get_array();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!SameBits(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case json::kind::object: {
+      const json::object& x = a.get_object();
+      const json::object& y = b.get_object();
+      if (x.size() != y.size()) return false;
+      for (const auto& kv : x) {
+        const json::value* other = y.if_contains(kv.key());
+        if (other == nullptr || !SameBits(kv.value(), *other)) return false;
+      }
+      return true;
+    }
+    default:
+      return a == b;
+  }
+}
+
+// How many numbers of `want` (an array) differ from `got` at the same index, by SameBits; a
+// size mismatch counts every number.
+inline std::size_t CountChanged(const json::array& want, const json::value& got) {
+  if (!got.is_array() || got.get_array().size() != want.size()) return want.size();
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) n += SameBits(want[i], got.get_array()[i]) ? 0 : 1;
+  return n;
+}
+
+// A finite double from a random bit pattern (non-finite patterns are drawn again).
+inline double RandomDouble(std::mt19937_64& rng) {
+  for (;;) {
+    double d = std::bit_cast<double>(rng());
+    if (std::isfinite(d)) return d;
+  }
+}
+
+// Finite doubles that are hard to print and read back: both zeros, the ends of the normal and
+// subnormal ranges, values next to powers of two and ten, then `random` random bit patterns
+// (every fourth one a subnormal).
+inline json::array HardDoubles(std::size_t random, std::uint64_t seed = 20240611) {
+  using L = std::numeric_limits<double>;
+  json::array out;
+  for (double d : {0.0, -0.0, L::max(), -L::max(), L::min(), -L::min(), L::denorm_min(),
+                   -L::denorm_min(), std::nextafter(L::min(), 0.0), 2 * L::denorm_min(),
+                   std::nextafter(L::max(), 0.0), 1.0, std::nextafter(1.0, 2.0),
+                   std::nextafter(1.0, 0.0), 0.1, 0.2, 0.3, 1e23, 8.41e21, 5e-324, 9007199254740993.0,
+                   2.2250738585072011e-308, 1.7976931348623157e308, 4.9406564584124654e-324,
+                   0x1.fffffffffffffp-1022, 123456789012345678.0, -2.5e-310}) {
+    out.emplace_back(d);
+  }
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < random; ++i) {
+    std::uint64_t bits = rng();
+    if (i % 4 == 3) bits &= 0x800fffffffffffffULL;  // exponent 0: subnormal (or a zero)
+    double d = std::bit_cast<double>(bits);
+    out.emplace_back(std::isfinite(d) ? d : RandomDouble(rng));
+  }
+  return out;
+}
+
+// Integers at the ends of the int64 and uint64 ranges, and where doubles stop being exact.
+inline json::array ExtremeIntegers() {
+  return json::array{std::numeric_limits<std::int64_t>::min(),
+                     std::numeric_limits<std::int64_t>::min() + 1,
+                     std::numeric_limits<std::int64_t>::max(),
+                     std::numeric_limits<std::uint64_t>::max(),
+                     std::numeric_limits<std::uint64_t>::max() - 1,
+                     std::uint64_t{1} << 63,
+                     std::int64_t{9007199254740993},
+                     std::int64_t{-9007199254740993},
+                     std::int64_t{0},
+                     std::int64_t{-1}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deep nesting
+
+// {"a":{"a":...{}}}: `levels` nested objects (the outermost counts as 1; REQUIRES levels >= 1);
+// with `arrays`, the even levels are arrays instead ({"a":[{"a":[...]}]}). Built
+// without recursion. Destroying a very deep value recurses in Boost.JSON: pass a storage
+// whose deallocation is trivial (see DeepStorage) for such a value, or call TearDown.
+inline json::object Nested(std::size_t levels, bool arrays = false, json::storage_ptr sp = {}) {
+  json::object innermost(sp);  // level `levels`
+  json::value v(std::move(innermost));  // (braces would make an array of it)
+  for (std::size_t level = levels - 1; level > 0; --level) {  // wrap it in level `level`
+    if (arrays && level % 2 == 0) {
+      json::array a(sp);
+      a.push_back(std::move(v));
+      v = std::move(a);
+    } else {
+      json::object o(sp);
+      o.emplace("a", std::move(v));
+      v = std::move(o);
+    }
+  }
+  return std::move(v.as_object());
+}
+
+// Takes `v` apart from the top down so that no destructor recurses.
+inline void TearDown(json::value& v) {
+  for (;;) {
+    json::value child;
+    if (v.is_object() && !v.get_object().empty()) {
+      child = std::move(v.get_object().begin()->value());
+    } else if (v.is_array() && !v.get_array().empty()) {
+      child = std::move(v.get_array().back());
+    } else {
+      break;
+    }
+    v = std::move(child);  // the old container is empty of deep values: a shallow destruction
+  }
+  v = nullptr;
+}
+inline void TearDown(json::object& o) {
+  json::value v(std::move(o));
+  TearDown(v);
+}
+
+// A memory resource for very deep test values: Boost.JSON skips destroying the elements of
+// containers that use it (its deallocation is trivial), so dropping such a value never
+// recurses. The resource must outlive every value that uses it.
+struct DeepStorage {
+  json::monotonic_resource resource;
+  json::storage_ptr ptr() { return json::storage_ptr(&resource); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// LMDB
+
+// An LMDB store (no fsync) in a fresh temporary directory, removed afterwards.
+class LmdbScratch {
+ public:
+  LmdbScratch() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "litetx-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    dir_ = tmpl;
+    litetx::LmdbOptions o;
+    o.durability = litetx::LmdbDurability::kNoSync;
+    auto s = litetx::LmdbStore::Open(dir_, o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) store_ = *s;
+  }
+  ~LmdbScratch() {
+    store_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  LmdbScratch(const LmdbScratch&) = delete;
+  LmdbScratch& operator=(const LmdbScratch&) = delete;
+
+  const std::shared_ptr<litetx::LmdbStore>& store() const { return store_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::shared_ptr<litetx::LmdbStore> store_;
+};
 
 }  // namespace ltxtest

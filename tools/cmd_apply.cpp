@@ -1,7 +1,8 @@
 // tools/cmd_apply.cpp — `litetx apply FILE|-`: runs one transaction given as JSON.
 //
-// The whole input is read and validated (UTF-8, JSON syntax, the action schema below, then the
-// engine's own transaction checks) before the store is opened, so bad input never touches it.
+// The whole input is read and validated (UTF-8, JSON syntax and nesting depth, the action
+// schema below, then the engine's own transaction checks) before the store is opened, so bad
+// input never touches it. Numbers are read exactly (engine/json_text.h).
 // Input: {"actions": [ACTION, ...]} where ACTION is one of
 //   {"op":"insert", "collection", "id", "doc":{...}, "schema_version"?}
 //   {"op":"update", "collection", "id", "set"?:{...}, "unset"?:[...], "version"?, "schema_version"?}
@@ -17,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/json_text.h"
 #include "engine/validate.h"
 #include "tools/cli.h"
 
@@ -166,15 +168,25 @@ Result<Transaction> ParseTransaction(std::string_view text, const Options& optio
   if (std::size_t at = FindInvalidUtf8(text); at != std::string_view::npos) {
     return Status::InvalidArgument("input is not valid UTF-8 (byte " + std::to_string(at) + ")");
   }
-  json::stream_parser p;
+  // Numbers are read exactly (engine::ParseJson). A document sits 3 levels down in the input
+  // ({"actions":[{"doc":...}]}), so the input may nest 3 levels more than a document; deeper
+  // input is refused while parsing, before anything copies it.
+  const std::size_t doc_limit = engine::MaxNestingDepth(options);
+  json::parse_options opt;
+  opt.max_depth = doc_limit + 3;
   json::error_code ec;
-  std::size_t used = p.write(text.data(), text.size(), ec);
-  if (!ec) p.finish(ec);
+  std::size_t used = 0;
+  json::value doc = engine::ParseJson(text, ec, opt, &used);
+  if (ec == json::error::too_deep) {
+    return Status::InvalidArgument(
+        "input nests deeper than " + std::to_string(opt.max_depth) +
+        " levels of objects and arrays (near byte " + std::to_string(used) +
+        "): a document may nest at most " + std::to_string(doc_limit) + " levels");
+  }
   if (ec) {
     return Status::InvalidArgument("malformed JSON near byte " + std::to_string(used) + ": " +
                                    ec.message());
   }
-  json::value doc = p.release();
   if (!doc.is_object()) return Status::InvalidArgument("input must be a JSON object");
   for (const auto& kv : doc.get_object()) {
     if (kv.key() != "actions") {

@@ -26,6 +26,16 @@ inline constexpr std::size_t kMaxCollectionBytes = 128;
 // Together they fit LMDB's key limit of 511 bytes (collection + '\0' + id), so a name that
 // passes validation is storable on every shipped backend.
 inline constexpr std::size_t kMaxIdBytes = 382;
+// The highest nesting limit Options::max_nesting_depth can set (levels of objects and arrays,
+// the document itself being level 1). Boost.JSON copies, compares and encodes values
+// recursively, with stack and (encoding) memory growing with the depth; this cap keeps both
+// small on any thread.
+inline constexpr std::size_t kMaxNestingDepth = 256;
+// The deepest JSON the shipped stores write or read: kMaxNestingDepth plus the levels the
+// engine adds around a document (a transaction record holds it at actions[i].fields). Deeper
+// values are refused by Create and Replace (kInvalidArgument), and deeper stored LMDB text is
+// reported as kCorruption when read.
+inline constexpr std::size_t kMaxStoredNestingDepth = kMaxNestingDepth + 8;
 
 enum class DocumentState : std::uint8_t {
   kFound,     // a live document

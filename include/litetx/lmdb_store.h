@@ -9,6 +9,9 @@
 // On-disk format (one unnamed LMDB database in `path`/data.mdb, lock file `path`/lock.mdb):
 //   key   = collection + '\0' + id            (collections must not contain '\0')
 //   value = revision as 8 bytes little-endian, followed by the document's JSON text
+//           (boost::json::serialize's, whose doubles are the shortest text that reads back
+//           to the same bits; it is read back exactly, so every int64, uint64 and finite
+//           double, -0.0 included, round-trips bit for bit)
 //   key "\x01rev" (no '\0', so no document key can equal it) holds the last revision handed
 //   out, as 8 bytes little-endian. It is incremented in the same LMDB transaction as every
 //   create and replace, so revisions are never reused: not after erase + create, not across
@@ -100,12 +103,16 @@ class LmdbStore final : public Store {
   LmdbStore& operator=(const LmdbStore&) = delete;
 
   // Returns the document, std::nullopt if absent, kCorruption if the stored value is shorter
-  // than 8 bytes or not a JSON object, kUnavailable on an LMDB failure (e.g. reader table full).
+  // than 8 bytes, not a JSON object, or nested deeper than kMaxStoredNestingDepth
+  // (litetx/document.h; this store never writes such a value), kUnavailable on an LMDB failure
+  // (e.g. reader table full).
   Result<std::optional<StoredDocument>> Get(const Key& key) override;
   // Returns the new revision; kConflict if the key exists; kInvalidArgument for an oversized
-  // value, a key over 511 bytes or a collection containing '\0'; kUnavailable if nothing was
-  // written (LMDB error, disk full); kUnknown if the commit failed in a way that leaves its
-  // outcome open (an I/O error while syncing); kCorruption if the revision counter is damaged.
+  // value, a value nested deeper than kMaxStoredNestingDepth or holding a NaN or an infinity
+  // (JSON text cannot hold them), a key over 511 bytes or a collection containing '\0'
+  // (nothing is written); kUnavailable if nothing was written (LMDB error, disk full);
+  // kUnknown if the commit failed in a way that leaves its outcome open (an I/O error while
+  // syncing); kCorruption if the revision counter is damaged.
   Result<Revision> Create(const Key& key, const boost::json::object& value) override;
   // Returns the new revision if the stored revision is `expected`; kConflict if absent or
   // another revision; kCorruption if the stored value is too short to hold a revision; the

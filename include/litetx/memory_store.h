@@ -24,6 +24,9 @@ class MemoryStore final : public Store {
   MemoryStore& operator=(const MemoryStore&) = delete;
 
   Result<std::optional<StoredDocument>> Get(const Key& key) override;
+  // Create and Replace refuse a value nested deeper than kMaxStoredNestingDepth
+  // (litetx/document.h) with kInvalidArgument and write nothing: copying it would recurse
+  // that deep. Numbers are kept exactly as given (no text conversion).
   Result<Revision> Create(const Key& key, const boost::json::object& value) override;
   Result<Revision> Replace(const Key& key, Revision expected,
                            const boost::json::object& value) override;

@@ -66,6 +66,12 @@ struct Options {
   std::size_t max_record_bytes = 8 << 20;
   // Most actions in one transaction.
   std::size_t max_actions = 1000;
+  // Deepest nesting of objects and arrays accepted in a document (the document is level 1, an
+  // object or array in it level 2, ...); deeper input, and NaN or infinite numbers, are
+  // refused with kInvalidArgument before anything is written. Copying, comparing and encoding
+  // a document take stack and memory that grow with its depth; this bounds them. Values above
+  // kMaxNestingDepth (litetx/document.h) act as kMaxNestingDepth.
+  std::size_t max_nesting_depth = 64;
   // Schema version given to inserted documents that do not name one.
   std::uint32_t default_schema_version = 1;
 };

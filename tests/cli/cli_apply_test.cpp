@@ -1,6 +1,11 @@
 // tests/cli/cli_apply_test.cpp — `litetx apply`: every transaction outcome and its exit code.
 #include <unistd.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -224,6 +229,46 @@ TEST_F(CliApply, CrashAfterEveryWriteLeavesAllOrNothing) {
     a1 = b1;
     a2 = b2;
   }
+}
+
+// A document exactly at the default nesting limit (64 levels, the document itself counted)
+// is accepted from JSON input and reads back as given.
+TEST_F(CliApply, DocumentAtTheNestingLimitCommits) {
+  std::string doc;
+  for (int i = 1; i < 64; ++i) doc += R"({"a":)";
+  doc += "{}";
+  doc.append(63, '}');
+  RunResult r = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"deep","doc":)" + doc +
+                      "}]}");
+  ASSERT_EQ(r.code, 0) << r.err;
+  RunResult g = Cli({"get", "c", "deep"});
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("\"doc\":" + doc), std::string::npos) << g.out;
+}
+
+// Numbers in the input are stored exactly: every double given as its shortest text (random bit
+// patterns, subnormals, -0, the extremes) and the int64/uint64 extremes come back as the same
+// text from `get`.
+TEST_F(CliApply, NumbersAreStoredExactly) {
+  using L = std::numeric_limits<double>;
+  json::array doubles{0.0, -0.0, L::max(), -L::max(), L::min(), L::denorm_min(), -L::denorm_min(),
+                      std::nextafter(L::min(), 0.0), 0.1, 1e23};
+  std::mt19937_64 rng(7);
+  while (doubles.size() < 1000) {
+    std::uint64_t bits = rng();
+    if (doubles.size() % 4 == 0) bits &= 0x800fffffffffffffULL;  // subnormals
+    double d = std::bit_cast<double>(bits);
+    if (std::isfinite(d)) doubles.emplace_back(d);
+  }
+  const std::string numbers = json::serialize(doubles);
+  const std::string ints = "[-9223372036854775808,9223372036854775807,18446744073709551615]";
+  RunResult r = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"n","doc":{"d":)" +
+                      numbers + R"(,"i":)" + ints + "}}]}");
+  ASSERT_EQ(r.code, 0) << r.err;
+  RunResult g = Cli({"get", "c", "n"});
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find(R"("d":)" + numbers), std::string::npos) << "numbers changed";
+  EXPECT_NE(g.out.find(R"("i":)" + ints), std::string::npos) << g.out;
 }
 
 }  // namespace

@@ -22,6 +22,15 @@ std::string Act(const std::string& fields) {
   return R"({"actions":[{"op":"update","collection":"c","id":"x")" + fields + "}]}";
 }
 
+// An insert of c/x whose document is `levels` objects deep ({"a":{"a":...{}}}).
+std::string DeepInsert(std::size_t levels) {
+  std::string doc;
+  for (std::size_t i = 1; i < levels; ++i) doc += R"({"a":)";
+  doc += "{}";
+  doc.append(levels - 1, '}');
+  return R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":)" + doc + "}]}";
+}
+
 const BadInput kBadInputs[] = {
     {"Empty", "", "malformed JSON"},
     {"Truncated", R"({"actions":[{"op":"insert")", "malformed JSON"},
@@ -78,6 +87,11 @@ const BadInput kBadInputs[] = {
     {"DocumentNamedTwice",
      R"({"actions":[{"op":"delete","collection":"c","id":"x"},{"op":"check","collection":"c","id":"x","version":1}]})",
      "named by an earlier action"},
+    {"NestedFarTooDeeply", DeepInsert(100'000), "nests deeper than"},
+    {"NestedOneLevelTooDeeply", DeepInsert(65), "nests deeper than"},
+    {"NumberTooLarge", R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1e400}}]})",
+     "not finite"},
+    {"NegativeNumberTooLarge", Act(R"(,"set":{"n":[-1e999]})"), "not finite"},
 };
 
 void PrintTo(const BadInput& b, std::ostream* os) { *os << b.name; }
