@@ -105,12 +105,17 @@ TEST_P(NestingTest, DocumentAtTheLimitCommitsAndReadsBack) {
     const json::object at_limit = Nested(kDefaultLimit, arrays);
     MustCommit(db, Transaction().Insert("c", alone, at_limit));
     MustCommit(db, Transaction().Insert("c", paired, at_limit).Update("c", "b", {{"n", 5}}));
-    EXPECT_EQ(ReadImage(db, "c", alone), Found(1, at_limit));
-    EXPECT_EQ(ReadImage(db, "c", paired), Found(1, at_limit));
+    // First versions come from the clock (never below it); later ones count up from there.
+    const std::uint64_t v_alone = ReadImage(db, "c", alone).version;
+    const std::uint64_t v_paired = ReadImage(db, "c", paired).version;
+    EXPECT_GE(v_alone, kFirstVersion);
+    EXPECT_GE(v_paired, kFirstVersion);
+    EXPECT_EQ(ReadImage(db, "c", alone), Found(v_alone, at_limit));
+    EXPECT_EQ(ReadImage(db, "c", paired), Found(v_paired, at_limit));
     // An update that sets a field at the limit, through a record (restore holds the old value).
     json::object replaced = Nested(kDefaultLimit, !arrays);
     MustCommit(db, Transaction().Update("c", paired, replaced).Adjust("c", "b", {{"n", 1}}));
-    EXPECT_EQ(ReadImage(db, "c", paired), Found(2, replaced));
+    EXPECT_EQ(ReadImage(db, "c", paired), Found(v_paired + 1, replaced));
     // Rolled back: the deep value comes back from the record's restore data.
     auto hook = std::make_shared<HookStore>(store_);
     hook->before = FailCalls(Op::kReplace, Key{"c", "b"}, 1, Code::kUnavailable);
@@ -118,7 +123,7 @@ TEST_P(NestingTest, DocumentAtTheLimitCommitsAndReadsBack) {
     auto r = failing.Commit(
         Transaction().Update("c", paired, at_limit).Adjust("c", "b", {{"n", 1}}));
     EXPECT_EQ(r.code(), Code::kUnavailable) << r.status().ToString();
-    EXPECT_EQ(ReadImage(db, "c", paired), Found(4, replaced));
+    EXPECT_EQ(ReadImage(db, "c", paired), Found(v_paired + 3, replaced));
     ExpectClean(*store_, {"c"});
 
     json::object over = Nested(kDefaultLimit + 1, arrays);
@@ -149,9 +154,11 @@ TEST_P(NestingTest, LimitIsConfigurableAndCapped) {
   litetx::Database capped(store_, o);
   const json::object at_cap = Nested(litetx::kMaxNestingDepth, true);
   MustCommit(capped, Transaction().Insert("c", "cap", at_cap).Update("c", "b", {{"n", 7}}));
-  EXPECT_EQ(ReadImage(capped, "c", "cap"), Found(1, at_cap));
+  const std::uint64_t v_cap = ReadImage(capped, "c", "cap").version;
+  EXPECT_GE(v_cap, kFirstVersion);
+  EXPECT_EQ(ReadImage(capped, "c", "cap"), Found(v_cap, at_cap));
   MustCommit(capped, Transaction().Update("c", "cap", Nested(litetx::kMaxNestingDepth)).Update("c", "b", {{"n", 8}}));
-  EXPECT_EQ(ReadImage(capped, "c", "cap"), Found(2, Nested(litetx::kMaxNestingDepth)));
+  EXPECT_EQ(ReadImage(capped, "c", "cap"), Found(v_cap + 1, Nested(litetx::kMaxNestingDepth)));
   ExpectRefused(Transaction().Insert("c", "over-cap", Nested(litetx::kMaxNestingDepth + 1)),
                 "one level over the cap", "nest", o);
   ExpectClean(*store_, {"c"});
