@@ -19,7 +19,8 @@ struct GcArgs {
   std::string older_than;
   std::string tombstone_retention;
   std::string outcome_retention;
-  std::vector<std::string> purge;
+  std::vector<std::string> purge;  // --collection (or its older name --purge)
+  std::size_t sweep_budget = CollectorOptions{}.sweep_budget;
   std::string name;
 };
 
@@ -30,6 +31,8 @@ json::object Counters(const CollectorStats& s) {
   o["reversed"] = s.reversed;
   o["failed"] = s.failed;
   o["purged"] = s.purged;
+  o["undone"] = s.undone;
+  o["swept"] = s.swept;
   return o;
 }
 
@@ -46,9 +49,10 @@ int RunGc(Context& ctx, const GcArgs& args) {
   CollectorOptions co;
   co.engine = EngineOptions(ctx);
   co.name = args.name;
-  co.purge_collections = args.purge;
+  co.collections = args.purge;
+  co.sweep_budget = args.sweep_budget;
   for (const std::string& c : args.purge) {
-    if (Status s = ValidateCollection(c); !s.ok()) return Fail(kExitUsage, "--purge: " + s.message());
+    if (Status s = ValidateCollection(c); !s.ok()) return Fail(kExitUsage, "--collection: " + s.message());
   }
   auto interval = ParseDuration(args.interval);
   if (!interval.ok() || *interval <= std::chrono::milliseconds(0)) {
@@ -101,7 +105,7 @@ int RunGc(Context& ctx, const GcArgs& args) {
 void AddGc(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<GcArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "gc", "Run the collector: settle abandoned transactions, purge old tombstones");
+      "gc", "Run the collector: settle abandoned transactions, sweep collections (dangling holds, old tombstones)");
   cmd->add_flag("--once", args->once, "One pass, print the counters and exit");
   cmd->add_option("--interval", args->interval, "Pause between passes without --once")
       ->check(DurationCheck())
@@ -110,9 +114,13 @@ void AddGc(CLI::App& app, Context& ctx) {
                   "Also treat transactions older than this as abandoned (0s: all of them; "
                   "DANGER: rolls back live ones). Default: only the lease counts")
       ->check(DurationCheck());
-  cmd->add_option("--purge", args->purge,
-                  "Purge tombstones of this collection (repeatable: --purge a --purge b)")
+  cmd->add_option("--collection,--purge", args->purge,
+                  "Sweep this collection: undo dangling holds, purge old tombstones "
+                  "(repeatable: --collection a --collection b)")
       ->allow_extra_args(false);
+  cmd->add_option("--sweep-budget", args->sweep_budget,
+                  "Most documents swept per pass; the next pass resumes (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--tombstone-retention", args->tombstone_retention,
                   "Keep tombstones this long before purging (default 24h; 0s: purge at once)")
       ->check(DurationCheck());
