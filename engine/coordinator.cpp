@@ -110,11 +110,13 @@ class CommitRun {
   TxnRecord record_;
   json::object record_value_;  // record_ as last written (EncodeRecord), patched for the flip
   Revision record_revision_ = 0;
-  // A record value whose write had its reply lost and is not yet known to have landed (or
-  // not): a later re-read that finds exactly it may adopt it as our own.
-  std::optional<json::object> in_doubt_;
+  // Record values whose writes had their replies lost, all sent at record_revision_ and not
+  // known to have landed (or not): a later re-read that finds exactly one of them adopts it
+  // as our own. Cleared once the record moves on from that revision by a write of ours.
+  std::vector<json::object> in_doubt_;
   std::string claimed_by_;  // set if someone else moved the record to aborted
   bool record_settled_ = false;  // the record is already an outcome marker (or purged)
+  bool found_committed_ = false;  // a rollback found the record committed
   // Guards record_, record_value_, record_revision_, in_doubt_ and lease_lost_ while the lease
   // keeper may renew the record (from WriteRecord until StopRenewing).
   std::mutex record_mu_;
@@ -193,41 +195,63 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
 
 Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   Retry retry = ForwardRetry();
+  const Key& key = slot.action->key;
   int races = 0;
+  // Once a write's reply was lost, that write may still land (late, even after a resend), so
+  // the action is never evaluated again: only the very same write is sent again, at the same
+  // revision (at most one of the copies can land), and a conflict then means either that one
+  // of ours landed (the document's last writer is this transaction) or that the document
+  // changed under it, after or instead of ours: kUnknown.
+  bool maybe_landed = false;
+  bool evaluate = true;
+  json::object final;
   for (;;) {
-    if (Status st = PrepareSlot(slot, /*one_write=*/true); !st.ok()) return st;
-    const Key& key = slot.action->key;
-    json::object final = slot.prep.final;
-    StampTombstoneTime(final, env_.clock.NowMillis());
+    if (evaluate) {
+      if (Status st = PrepareSlot(slot, /*one_write=*/true); !st.ok()) return st;
+      final = slot.prep.final;
+      StampTombstoneTime(final, env_.clock.NowMillis());
+      evaluate = false;
+    }
     auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, final);
     if (w.ok()) return Info();
     switch (w.code()) {
-      case Code::kConflict:  // changed since the read: read again (preconditions re-checked)
+      case Code::kConflict:
+        if (maybe_landed) break;  // resolved below
+        // Changed since the read: read again (preconditions re-checked).
         if (++races >= kMaxRaces) {
           return Status::Conflict(Where(key) + " kept changing under the transaction");
         }
+        evaluate = true;
         continue;
       case Code::kUnavailable:
-        if (!retry.Next()) return Status::Unavailable(Where(key) + ": " + w.status().message());
-        continue;
-      case Code::kUnknown: {
-        auto g = GetWithRetry(env_, key);
-        if (!g.ok()) return Status::Unknown(Where(key) + ": write reply lost and unresolved");
-        if (g->has_value()) {
-          auto m = DecodeMeta((*g)->value);
-          if (m.ok() && m->last_writer == id_) return Info();
+        if (!retry.Next()) {
+          return maybe_landed
+                     ? Status::Unknown(Where(key) + ": write reply lost and unresolved")
+                     : Status::Unavailable(Where(key) + ": " + w.status().message());
         }
-        bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
-                                        : !slot.existed;
-        if (!unchanged) {
-          return Status::Unknown(Where(key) + ": write reply lost and the document has changed since");
-        }
-        if (!retry.Next()) return Status::Unavailable(Where(key) + ": write reply lost");
+        evaluate = !maybe_landed;
         continue;
-      }
+      case Code::kUnknown:
+        maybe_landed = true;
+        break;
       default:
-        return w.status();
+        return maybe_landed ? Status::Unknown(Where(key) + ": write reply lost; then " +
+                                              w.status().ToString())
+                            : w.status();
     }
+    // A write of ours may have landed: look.
+    auto g = GetWithRetry(env_, key);
+    if (!g.ok()) return Status::Unknown(Where(key) + ": write reply lost and unresolved");
+    if (g->has_value()) {
+      auto m = DecodeMeta((*g)->value);
+      if (m.ok() && m->last_writer == id_) return Info();
+    }
+    bool unchanged = g->has_value() ? (slot.existed && (*g)->revision == slot.read_revision)
+                                    : !slot.existed;
+    if (!unchanged) {
+      return Status::Unknown(Where(key) + ": write reply lost and the document has changed since");
+    }
+    if (!retry.Next()) return Status::Unknown(Where(key) + ": write reply lost and unresolved");
   }
 }
 
@@ -336,14 +360,14 @@ Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, b
         record_revision_ = *r;
         record_ = std::move(updated);
         record_value_ = std::move(value);
-        in_doubt_.reset();
+        in_doubt_.clear();
         return Status::Ok();
       }
       if (r.code() != Code::kUnavailable && r.code() != Code::kConflict &&
           r.code() != Code::kUnknown) {
         return r.status();
       }
-      if (r.code() == Code::kUnknown) in_doubt_ = value;
+      if (r.code() == Code::kUnknown) in_doubt_.push_back(value);
       auto g = GetWithRetry(env_, record_key_);
       if (!g.ok()) return g.status();
       if (!g->has_value()) {
@@ -353,7 +377,7 @@ Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, b
         record_revision_ = (*g)->revision;
         record_ = std::move(updated);
         record_value_ = std::move(value);
-        in_doubt_.reset();
+        in_doubt_.clear();
         return Status::Ok();
       }
       const bool rebase = AdoptInDoubt(**g);  // an earlier write of ours landed after all
@@ -363,7 +387,6 @@ Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, b
         return Status::Aborted("transaction " + id_ + " was rolled back by " +
                                Claimer((*g)->value));
       }
-      if (!rebase) in_doubt_.reset();  // still at the revision we know: ours did not land
       if (!retry.Next()) return Status::Unavailable("could not update the transaction record");
       if (rebase) break;  // recompute the update from the record as it now is
     }
@@ -496,10 +519,16 @@ Status CommitRun::FlipToCommitted() {
       return Status::Ok();
     }
     if (r.code() == Code::kUnavailable) {
-      if (!retry.Next()) return Status::Unavailable("could not set the commit flag");
-      continue;
+      if (retry.Next()) continue;
+      // A flip whose reply was lost earlier may still land: only its absence is known now.
+      return maybe_landed ? Status::Unknown("commit flag write reply lost")
+                          : Status::Unavailable("could not set the commit flag");
     }
-    if (r.code() != Code::kConflict && r.code() != Code::kUnknown) return r.status();
+    if (r.code() != Code::kConflict && r.code() != Code::kUnknown) {
+      return maybe_landed ? Status::Unknown("commit flag write reply lost; then " +
+                                            r.status().ToString())
+                          : r.status();
+    }
     maybe_landed = maybe_landed || r.code() == Code::kUnknown;
     // Learn what the record says now.
     auto g = GetWithRetry(env_, record_key_);
@@ -587,13 +616,14 @@ bool CommitRun::FinishOne(Slot& slot) {
 }
 
 bool CommitRun::AdoptInDoubt(const StoredDocument& stored) {
-  if (!in_doubt_ || stored.value != *in_doubt_) return false;
+  auto it = std::find(in_doubt_.begin(), in_doubt_.end(), stored.value);
+  if (it == in_doubt_.end()) return false;
   auto rec = DecodeRecord(stored.value);
   if (!rec.ok()) return false;
   record_revision_ = stored.revision;
-  record_value_ = std::move(*in_doubt_);
+  record_value_ = std::move(*it);
   record_ = std::move(rec).value();
-  in_doubt_.reset();
+  in_doubt_.clear();  // the others were sent at the old revision: they can no longer land
   return true;
 }
 
@@ -640,7 +670,15 @@ Status CommitRun::Rollback(Status reason) {
   StopRenewing();
   env_.log.debug("txn {}: rolling back: {}", id_, reason.ToString());
   Retry retry(env_, 0, env_.options.rollback_timeout);
-  if (!MarkAborted(retry)) return reason;
+  if (!MarkAborted(retry)) {
+    if (found_committed_) {
+      // Cannot happen while every flip whose reply was lost is reported kUnknown; if it ever
+      // does, the transaction is committed and no error may say otherwise.
+      return Status::Unknown("transaction " + id_ + " was found committed while rolling back (" +
+                             reason.ToString() + "); settle it with Database::Outcome");
+    }
+    return reason;
+  }
   if (!claimed_by_.empty() && reason.code() != Code::kAborted) {
     // A collector claimed the transaction (it ran past its lease): that, not the symptom met
     // (a fenced document's CAS failing), is the outcome.
@@ -699,6 +737,7 @@ bool CommitRun::MarkAborted(Retry& retry) {
           return true;
         }
         if (rec->state == TxnState::kCommitted) {
+          found_committed_ = true;
           if (!rec->done) {
             env_.log.error("txn {}: rollback found the record committed; not reversing", id_);
           }

@@ -8,6 +8,7 @@ namespace litetx::engine {
 struct LeaseKeeper::Entry {
   std::mutex mu;  // held while its renewal runs
   bool active = true;
+  bool queued = false;  // waiting in the queue or running (guarded by the keeper's mu_)
   std::function<void()> renew;
 };
 
@@ -28,8 +29,8 @@ void LeaseKeeper::Handle::Reset() {
   entry_.reset();
 }
 
-LeaseKeeper::LeaseKeeper(std::chrono::milliseconds period, spdlog::logger& log)
-    : period_(period), log_(log) {}
+LeaseKeeper::LeaseKeeper(std::chrono::milliseconds period, spdlog::logger& log, int workers)
+    : period_(period), log_(log), workers_(workers < 1 ? 1 : workers) {}
 
 LeaseKeeper::~LeaseKeeper() {
   {
@@ -37,7 +38,8 @@ LeaseKeeper::~LeaseKeeper() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
 }
 
 LeaseKeeper::Handle LeaseKeeper::Register(std::function<void()> renew) {
@@ -45,7 +47,10 @@ LeaseKeeper::Handle LeaseKeeper::Register(std::function<void()> renew) {
   e->renew = std::move(renew);
   std::lock_guard<std::mutex> lock(mu_);
   entries_.push_back(e);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  if (threads_.empty()) {
+    threads_.emplace_back([this] { Schedule(); });
+    for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(); });
+  }
   return Handle(std::move(e));
 }
 
@@ -54,35 +59,48 @@ std::uint64_t LeaseKeeper::renewals() const {
   return renewals_;
 }
 
-void LeaseKeeper::Loop() {
+void LeaseKeeper::Schedule() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (cv_.wait_for(lock, period_, [this] { return stop_; })) return;
-    // Drop registrations that ended; renew the others without holding the registry lock.
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                  [](const std::weak_ptr<Entry>& w) { return w.expired(); }),
-                   entries_.end());
-    std::vector<std::shared_ptr<Entry>> live;
-    live.reserve(entries_.size());
+    // Drop registrations that ended; queue the others unless still queued or running.
+    std::erase_if(entries_, [](const std::weak_ptr<Entry>& w) { return w.expired(); });
+    bool any = false;
     for (const auto& w : entries_) {
-      if (auto e = w.lock()) live.push_back(std::move(e));
+      auto e = w.lock();
+      if (!e || e->queued) continue;
+      e->queued = true;
+      queue_.push_back(std::move(e));
+      any = true;
     }
+    if (any) work_cv_.notify_all();
+  }
+}
+
+void LeaseKeeper::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    std::shared_ptr<Entry> e = std::move(queue_.front());
+    queue_.pop_front();
     lock.unlock();
-    std::uint64_t called = 0;
-    for (const auto& e : live) {
+    bool called = false;
+    {
       std::lock_guard<std::mutex> entry_lock(e->mu);
-      if (!e->active) continue;
-      try {
-        e->renew();
-        ++called;
-      } catch (const std::exception& ex) {
-        log_.error("lease renewal failed: {}; no longer renewed", ex.what());
-        e->active = false;
+      if (e->active) {
+        try {
+          e->renew();
+          called = true;
+        } catch (const std::exception& ex) {
+          log_.error("lease renewal failed: {}; no longer renewed", ex.what());
+          e->active = false;
+        }
       }
     }
-    live.clear();
     lock.lock();
-    renewals_ += called;
+    e->queued = false;
+    if (called) ++renewals_;
   }
 }
 

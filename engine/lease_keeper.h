@@ -5,7 +5,9 @@
 // its documents within seconds; so that a live but slow transaction (waiting on a busy
 // document, a slow store, a long Database::Run holding pessimistic locks) is never taken for a
 // dead one, the Database's LeaseKeeper calls every registered renewal once per `period`
-// (Options::lease / 4), on its own thread, for as long as the registration lives. A renewal
+// (Options::lease / 4) for as long as the registration lives. Renewals run on a small pool of
+// worker threads, so that one renewal stuck in a slow store call does not hold up the others;
+// a renewal still running when its next period comes is not started twice. A renewal
 // decides itself whether anything is due (it extends only when a quarter of the lease has gone
 // since its last extension) and must be short and thread-safe with its owner.
 //
@@ -20,6 +22,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,9 +36,10 @@ namespace litetx::engine {
 
 class LeaseKeeper {
  public:
-  // period: how often every renewal is called (real time). REQUIRES: period > 0.
-  LeaseKeeper(std::chrono::milliseconds period, spdlog::logger& log);
-  ~LeaseKeeper();  // stops and joins the thread
+  // period: how often every renewal is called (real time). workers: renewals that may run at
+  // once. REQUIRES: period > 0, workers > 0.
+  LeaseKeeper(std::chrono::milliseconds period, spdlog::logger& log, int workers = 4);
+  ~LeaseKeeper();  // stops and joins the threads
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
@@ -57,7 +62,7 @@ class LeaseKeeper {
     std::shared_ptr<Entry> entry_;
   };
 
-  // Calls `renew` every period until the handle is reset or destroyed. The thread starts on
+  // Calls `renew` every period until the handle is reset or destroyed. The threads start on
   // the first registration. An exception thrown by `renew` is logged and ends its registration.
   Handle Register(std::function<void()> renew);
 
@@ -65,16 +70,20 @@ class LeaseKeeper {
   std::uint64_t renewals() const;
 
  private:
-  void Loop();
+  void Schedule();  // the scheduler thread: queues every live registration once per period
+  void Work();      // a worker thread: runs queued renewals
 
   const std::chrono::milliseconds period_;
   spdlog::logger& log_;
+  const int workers_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // wakes the scheduler (stop)
+  std::condition_variable work_cv_;  // wakes the workers (queue, stop)
   bool stop_ = false;
   std::vector<std::weak_ptr<Entry>> entries_;
+  std::deque<std::shared_ptr<Entry>> queue_;
   std::uint64_t renewals_ = 0;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace litetx::engine

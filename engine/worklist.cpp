@@ -63,7 +63,8 @@ void AttachUndo(json::object& held, const WorkAction& w) {
 }  // namespace
 
 std::uint64_t FirstVersion(std::int64_t now_ms) {
-  return now_ms > 0 ? static_cast<std::uint64_t>(now_ms) * 1000 : 1;
+  constexpr std::int64_t kMaxMs = std::numeric_limits<std::int64_t>::max() / 1000;
+  return now_ms > 0 ? static_cast<std::uint64_t>(std::min(now_ms, kMaxMs)) * 1000 : 1;
 }
 
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
@@ -113,6 +114,10 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
     return p;
   }
 
+  // A write adds at most 2 to the version (a delete's tombstone, a rollback): refuse to wrap.
+  if (meta.version > std::numeric_limits<std::uint64_t>::max() - 2) {
+    return Status::FailedPrecondition(Where(action.key) + ": its version counter is exhausted");
+  }
   json::object body = current ? UserFields(current->value) : json::object{};
   Meta held;
   // An insert with no version to continue from (absent, or a placeholder at 0) starts at
@@ -220,12 +225,16 @@ Result<WorkAction> UndoOf(const Key& key, const json::object& held) {
   w.prior_schema = *psv_n;
   if (const json::value* r = o.if_contains("r")) {
     if (!r->is_object()) return bad("restore is not an object");
+    for (const auto& kv : r->get_object()) {
+      if (IsReservedField(kv.key())) return bad("restore names a reserved field");
+    }
     w.restore = r->get_object();
   }
   if (const json::value* m = o.if_contains("m")) {
     if (!m->is_array()) return bad("remove is not an array");
     for (const json::value& f : m->get_array()) {
       if (!f.is_string()) return bad("remove names a non-string");
+      if (IsReservedField(f.get_string())) return bad("remove names a reserved field");
       w.remove.emplace_back(f.get_string());
     }
   }

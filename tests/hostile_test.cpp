@@ -5,8 +5,8 @@
 // be delivered later, at any point, as long as its compare-and-swap still matches. Besides,
 // writes may land and lose their reply, or fail with kUnavailable (nothing written).
 //
-// Tests marked "FAILS (finding N)" show a defect of the engine and are expected to fail until it
-// is fixed; the others held up and stay as regression tests. Every loop is bounded.
+// Tests marked "Regression (finding N)" reproduced a defect of the engine when they were written
+// and now guard its fix; the others held up from the start. Every loop is bounded.
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
@@ -84,7 +84,7 @@ class HostileTest : public ::testing::Test, public World {
 };
 
 // ---------------------------------------------------------------------------------------------
-// FAILS (finding 1): the one-write fast path applies an adjust twice.
+// Regression (finding 1): the one-write fast path applied an adjust twice.
 //
 // The single CAS is held in the network (kUnknown to the coordinator). Its re-read finds the
 // document unchanged, so the coordinator sends the write again; the held write is delivered
@@ -119,7 +119,7 @@ TEST_F(HostileTest, FastPathAdjustIsAppliedTwiceWhenItsDelayedWriteLandsBeforeTh
   }
 }
 
-// FAILS (finding 2): the fast path reports kUnavailable ("the call had no effect; call again")
+// Regression (finding 2): the fast path reported kUnavailable ("the call had no effect; call again")
 // after a lost reply it could not resolve, and the write then lands.
 //
 // §6.1 says an unresolvable fast-path write is kUnknown, and §6.5 says a write whose reply was
@@ -155,7 +155,7 @@ TEST_F(HostileTest, FastPathSaysUnavailableButItsDelayedWriteCommitsLater) {
   }
 }
 
-// FAILS (finding 3): the commit flip's lost reply is forgotten once a later resend fails with
+// Regression (finding 3): the commit flip's lost reply was forgotten once a later resend fails with
 // kUnavailable, and the coordinator rolls back a transaction that commits.
 //
 // The flip is held in the network (kUnknown); its re-read finds the record still pending at the
@@ -486,7 +486,7 @@ void Search(const Knobs& k, int scenarios, std::uint64_t seed0, int max_reports 
   EXPECT_EQ(failures, 0) << "failing scenarios by shape:" << shapes;
 }
 
-// FAILS (findings 1 and 2, found by this search): with held writes in the mix, shape 1 (fast path)
+// Regression (findings 1 and 2): with held writes in the mix, shape 1 (fast path)
 // ends with a reported result that does not match the store (double adjust, or kUnavailable
 // for a write that lands). Everything else held: no Outcome change, no mixed state, nothing
 // left held, no version down, reads never saw a non-committed image.
@@ -496,7 +496,7 @@ TEST(HostileNetwork, HeldLostAndFailedWritesWithCollectorsAndReadersBetweenAnyTw
          8000, 1000);
 }
 
-// FAILS (findings 1, 2 and 3): a flakier store (more kUnavailable, so retries run out after a
+// Regression (findings 1, 2 and 3): a flakier store (more kUnavailable, so retries run out after a
 // held write) also finds the commit flip case on the full path (shapes 0, 2, 3).
 TEST(HostileNetwork, HeldWritesInAFlakyStore) {
   Search(Knobs{.hold = 0.2, .lost = 0.05, .unavailable = 0.45, .deliver = 0.5, .pause = 0.02,
@@ -513,7 +513,7 @@ TEST(HostileNetwork, LostRepliesOnlyWithCollectorsAndReadersBetweenAnyTwoCalls) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// FAILS (finding 4): the lease keeper is one thread that renews every transaction of a
+// Regression (finding 4): the lease keeper was one thread that renewed every transaction of a
 // Database in turn, so one renewal stuck in a slow store call (here: T1's record lives on a slow
 // shard) stops the renewals of every other transaction. T2 is live and only slow in its own
 // apply — exactly LeaseTest.SlowButLiveCoordinatorIsNeverRolledBack, which commits alone — yet
@@ -577,16 +577,18 @@ TEST(HostileLeaseKeeper, OneSlowRenewalStarvesTheLeasesOfEveryOtherTransaction) 
 // ---------------------------------------------------------------------------------------------
 // Exotic inputs.
 
-// FAILS (finding 5, minor): a version at 2^64-1 (a hand-made or very old document) wraps to 0 on
-// the next write: versions go down, and an expected_version of 0 now matches.
+// A version at 2^64-1 (a hand-made or very old document) must not wrap to 0 on the next write
+// (versions would go down, and an expected_version of 0 would match): the write is refused.
 TEST_F(HostileTest, VersionAtTheTopOfTheRangeWrapsToZero) {
   PutMeta(*mem, {"acct", "top"}, Obj(R"({"n":1})"), LiveMeta(std::numeric_limits<std::uint64_t>::max()));
   auto d = Direct();
   auto r = d->Commit(Transaction().Adjust("acct", "top", {{"n", 1}}));
-  if (r.ok()) {
-    EXPECT_NE(r->versions[0], 0u) << "the version went from 2^64-1 down to 0";
-    EXPECT_GT(MetaOf(*mem, "acct", "top").version, 0u);
-  }
+  EXPECT_EQ(r.code(), Code::kFailedPrecondition) << "the version would wrap from 2^64-1 to 0";
+  EXPECT_EQ(MetaOf(*mem, "acct", "top").version, std::numeric_limits<std::uint64_t>::max());
+  // Through a record as well, and nothing is written.
+  auto r2 = d->Commit(Transaction().Adjust("acct", "top", {{"n", 1}}).Adjust("acct", "a", {{"n", 1}}));
+  EXPECT_EQ(r2.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(MetaOf(*mem, "acct", "top").version, std::numeric_limits<std::uint64_t>::max());
 }
 
 // Held up: undo data cannot be forged through user input: a field named "_ltx", "_ltx.u" or
@@ -611,7 +613,7 @@ TEST_F(HostileTest, ReservedFieldsCannotBeWrittenByUsers) {
 // A hold with malformed undo data (wrong types, unknown prior, a restore of the reserved field)
 // whose record is gone: readers, writers and the sweep report corruption or read through, and
 // never loop. Held up for every case but the last one:
-// FAILS (finding 6, minor, needs a hand-made/damaged document): undo data whose restore names
+// Regression (finding 6): undo data whose restore names
 // "_ltx" is returned by a read-committed read as a user field "_ltx" (PreImage copies restore
 // keys without the reserved-name check; UndoOf does not reject them). The writer's undo is
 // safe (MakeStored drops it).
@@ -724,8 +726,12 @@ TEST(HostileLeaseKeeperRace, RenewalsDueAtEveryCallNeverUndoTheFlipOrTheRollback
     const std::string id = r.ok() ? r->txn_id : r.status().txn_id();
     auto out = direct->Outcome(id);
     ASSERT_TRUE(out.ok());
-    if (r.ok()) EXPECT_EQ(*out, TxnOutcome::kCommitted) << i;
-    if (!r.ok() && r.code() != Code::kUnknown) EXPECT_NE(*out, TxnOutcome::kCommitted) << i << r.status().ToString();
+    if (r.ok()) {
+      EXPECT_EQ(*out, TxnOutcome::kCommitted) << i;
+    }
+    if (!r.ok() && r.code() != Code::kUnknown) {
+      EXPECT_NE(*out, TxnOutcome::kCommitted) << i << r.status().ToString();
+    }
     auto a = direct->Read("acct", "a");
     auto b = direct->Read("acct", "b");
     ASSERT_TRUE(a.ok() && b.ok());
@@ -816,8 +822,12 @@ TEST(HostileLeaseKeeperRace, SimulatedCrashInsideABackgroundRenewal) {
     litetx::Database d(mem, o);
     const std::int64_t a = N(d, "a"), b = N(d, "b");
     EXPECT_EQ(a + b, 200);
-    if (!threw && r.ok()) EXPECT_EQ(a, 70);
-    if (!threw && !r.ok() && r.code() != Code::kUnknown) EXPECT_EQ(a, 100);
+    if (!threw && r.ok()) {
+      EXPECT_EQ(a, 70);
+    }
+    if (!threw && !r.ok() && r.code() != Code::kUnknown) {
+      EXPECT_EQ(a, 100);
+    }
   }
 }
 
