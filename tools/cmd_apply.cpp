@@ -291,7 +291,7 @@ void AddApply(CLI::App& app, Context& ctx) {
       ->check(DurationCheck());
   cmd->add_option("--lease", args->lease,
                   "Lease of the transaction: a collector may roll it back after this "
-                  "(default 2m)")
+                  "(default 5s; renewed in the background while the transaction runs)")
       ->check(DurationCheck());
   cmd->add_option("--retry-backoff", args->retry_backoff,
                   "First wait before retrying a failed store call (default 100ms, doubling)")
