@@ -1,5 +1,7 @@
 #include "engine/repair.h"
 
+#include <functional>
+
 #include "engine/meta.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
@@ -28,8 +30,14 @@ TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms) {
   return m;
 }
 
-Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
-                      std::int64_t now_ms) {
+namespace {
+
+// Rewrites the document at `key` while `txn_id` holds it, to what `settle` makes of it (stamped
+// as a tombstone or placeholder at `now_ms` if it is one), re-reading after every conflict.
+// OK once the document is absent or no longer held by `txn_id`; `what` names the step in errors.
+Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std::int64_t now_ms,
+                  const char* what,
+                  const std::function<Result<json::object>(const json::object&, const Meta&)>& settle) {
   Retry retry(env, env.options.max_attempts);
   for (;;) {
     auto g = GetWithRetry(env, key);
@@ -38,13 +46,24 @@ Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
     auto meta = DecodeMeta((*g)->value);
     if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
     if (meta->txn != txn_id) return Status::Ok();
-    json::object final = Finished((*g)->value, *meta);
-    StampTombstoneTime(final, now_ms);
-    auto r = env.store.Replace(key, (*g)->revision, final);
+    auto next = settle((*g)->value, *meta);
+    if (!next.ok()) return next.status();
+    StampTombstoneTime(*next, now_ms);
+    auto r = env.store.Replace(key, (*g)->revision, *next);
     if (r.ok() || r.code() == Code::kConflict) continue;  // look again: done, or changed
     if (Transient(r.code()) && retry.Next()) continue;
-    return Status::Unavailable("finishing " + Where(key) + ": " + r.status().ToString());
+    return Status::Unavailable(std::string(what) + " " + Where(key) + ": " + r.status().ToString());
   }
+}
+
+}  // namespace
+
+Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
+                      std::int64_t now_ms) {
+  return SettleHeld(env, key, txn_id, now_ms, "finishing",
+                    [](const json::object& held, const Meta& meta) -> Result<json::object> {
+                      return Finished(held, meta);
+                    });
 }
 
 Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
@@ -89,31 +108,19 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
 
 Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
                         std::int64_t now_ms) {
-  Retry retry(env, env.options.max_attempts);
-  for (;;) {
-    auto g = GetWithRetry(env, key);
-    if (!g.ok()) return g.status();
-    if (!g->has_value()) return Status::Ok();
-    auto meta = DecodeMeta((*g)->value);
-    if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
-    if (meta->txn != txn_id) return Status::Ok();
-    auto undo = UndoOf(key, (*g)->value);
-    if (!undo.ok()) {
-      return Status::Corruption(Where(key) + " is held by transaction " + txn_id +
-                                ", which is over, and cannot be undone: " + undo.status().message());
-    }
-    json::object reversed = Reversed((*g)->value, *meta, *undo);
-    StampTombstoneTime(reversed, now_ms);
-    auto r = env.store.Replace(key, (*g)->revision, reversed);
-    if (r.ok()) {
-      env.log.warn("{}: undid a write of transaction {} that landed after the transaction was over",
-                   Where(key), txn_id);
-      return Status::Ok();
-    }
-    if (r.code() == Code::kConflict) continue;  // look again
-    if (Transient(r.code()) && retry.Next()) continue;
-    return Status::Unavailable("undoing " + Where(key) + ": " + r.status().ToString());
-  }
+  return SettleHeld(
+      env, key, txn_id, now_ms, "undoing",
+      [&](const json::object& held, const Meta& meta) -> Result<json::object> {
+        auto undo = UndoOf(key, held);
+        if (!undo.ok()) {
+          return Status::Corruption(Where(key) + " is held by transaction " + txn_id +
+                                    ", which is over, and cannot be undone: " +
+                                    undo.status().message());
+        }
+        env.log.warn("{}: undoing a write of transaction {} that landed after the transaction "
+                     "was over", Where(key), txn_id);
+        return Reversed(held, meta, *undo);
+      });
 }
 
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
