@@ -1,4 +1,4 @@
-// tests/stress/bank_test.cpp — the Jepsen-style bank (issue 5 §6; workload in bank_workload.h):
+// tests/stress/bank_test.cpp — the Jepsen-style bank (workload in bank_workload.h):
 // 8 accounts holding 100 in all, transfers of 1..5 through Database::Run from several threads,
 // about 1 % of them through a coordinator that crashes after a random write, a background
 // collector with a 200 ms lease repairing them (and any live transaction slower than that),

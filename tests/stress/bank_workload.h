@@ -1,4 +1,4 @@
-// tests/stress/bank_workload.h — the Jepsen-style bank of the stress tests (issue 5 §6), shared
+// tests/stress/bank_workload.h — the Jepsen-style bank of the stress tests, shared
 // by bank_test.cpp (threads on a MemoryStore; this process's half of the two-process LMDB run)
 // and bank_worker.cpp (the other process).
 //

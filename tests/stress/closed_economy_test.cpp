@@ -1,4 +1,4 @@
-// tests/stress/closed_economy_test.cpp — YCSB+T's Closed Economy Workload (issue 5 §6).
+// tests/stress/closed_economy_test.cpp — YCSB+T's Closed Economy Workload.
 //
 // 100 accounts of 100 each. Worker threads run read-modify-write transactions through
 // Database::Run: read two accounts, then Update both balances with `set` to values computed

@@ -1,4 +1,4 @@
-// tests/stress/history.h — a checker for recorded transaction histories (issue 5 §6): finds
+// tests/stress/history.h — a checker for recorded transaction histories: finds
 // lost updates, aborted reads (G1a) and intermediate reads (G1b), plus reads of values nobody
 // wrote and transactions that do not see their own writes.
 //

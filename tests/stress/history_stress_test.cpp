@@ -1,5 +1,5 @@
 // tests/stress/history_stress_test.cpp — a recorded history of concurrent transactions, checked
-// for lost updates, aborted reads (G1a) and intermediate reads (G1b) by history.h (issue 5 §6).
+// for lost updates, aborted reads (G1a) and intermediate reads (G1b) by history.h.
 //
 // 5 documents {"w": token, "n": count}. 4 threads run, through Database::Run on a store that
 // injects rare transient failures (so attempts roll back after writing): read-modify-write

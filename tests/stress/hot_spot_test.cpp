@@ -1,4 +1,4 @@
-// tests/stress/hot_spot_test.cpp — the hot spot (issue 5 §6): every thread transfers between the
+// tests/stress/hot_spot_test.cpp — the hot spot: every thread transfers between the
 // same 2 documents through Database::Run for a bounded time.
 //   Optimistic: read both, Adjust both (the versions read are checked at commit).
 //   PessimisticOppositeOrder: write-Lock both first, in a random order per transaction (the

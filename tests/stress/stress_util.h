@@ -1,4 +1,4 @@
-// tests/stress/stress_util.h — shared helpers of the stress tests (issue 5 §6), header-only so
+// tests/stress/stress_util.h — shared helpers of the stress tests, header-only so
 // that the worker process can use them too:
 //   * run length: CI-sized by default, much longer with LITETX_LONG_TESTS=ON at configure time
 //     or LITETX_LONG=1 at run time (the convention of tests/kill9); LITETX_STRESS_MS=N sets
