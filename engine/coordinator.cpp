@@ -87,6 +87,8 @@ class CommitRun {
   bool FinishOne(Slot& slot);
   Status KeepLease();
   void Renew();  // the lease keeper's renewal (its own thread)
+  // True if the record's GC timestamp is more than `more_than_ms` away and no claim was seen.
+  bool LeaseLeft(std::int64_t more_than_ms);
   void StopRenewing() { renewal_.Reset(); }  // REQUIRES: record_mu_ not held
   // ReplaceRecord of the record as it is now, changed by `change` (which returns false if
   // there is nothing to write), under record_mu_. kAborted is remembered in lease_lost_.
@@ -308,8 +310,14 @@ Status CommitRun::WriteRecord() {
   }
 }
 
+bool CommitRun::LeaseLeft(std::int64_t more_than_ms) {
+  std::lock_guard<std::mutex> lock(record_mu_);
+  return lease_lost_.ok() && env_.clock.NowMillis() + more_than_ms < record_.gc_at_ms;
+}
+
 Status CommitRun::KeepLease() {
   const std::int64_t lease = env_.options.lease.count();
+  if (LeaseLeft(lease / 2)) return Status::Ok();  // the common case: no copy of the record
   return UpdateRecord([&](TxnRecord& r) {
     // Past half the lease: push the GC timestamp out so no collector takes a live transaction.
     const std::int64_t now = env_.clock.NowMillis();
@@ -321,6 +329,7 @@ Status CommitRun::KeepLease() {
 
 void CommitRun::Renew() {
   const std::int64_t lease = env_.options.lease.count();
+  if (LeaseLeft(lease * 3 / 4)) return;
   Status s = UpdateRecord([&](TxnRecord& r) {
     // A quarter of the lease has gone since the last extension: extend.
     const std::int64_t now = env_.clock.NowMillis();

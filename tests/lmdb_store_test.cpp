@@ -30,6 +30,7 @@
 #include <gtest/gtest.h>
 
 #include "store_contract.h"
+#include "test_util.h"
 
 namespace ltxtest {
 namespace {
@@ -43,29 +44,6 @@ using litetx::LmdbOptions;
 using litetx::LmdbStore;
 using litetx::Revision;
 using litetx::Status;
-
-// A fresh, empty directory under the system temp directory; removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "litetx-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& str() const { return path_; }
-  std::string Sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
 
 std::shared_ptr<LmdbStore> MustOpen(const std::string& path, LmdbOptions options = {}) {
   auto r = LmdbStore::Open(path, options);

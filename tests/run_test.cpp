@@ -291,7 +291,9 @@ TEST_F(RunTest, SerializableChecksWhatWasReadButNotWritten) {
     EXPECT_EQ(runs, serializable ? 2 : 1);
     auto bob = db->Read("acct", "bob");
     auto alice = db->Read("acct", "alice");
-    if (serializable) EXPECT_EQ(bob->doc.at("seen"), alice->doc.at("balance"));
+    if (serializable) {
+      EXPECT_EQ(bob->doc.at("seen"), alice->doc.at("balance"));
+    }
   }
 }
 

@@ -590,32 +590,48 @@ struct DeepStorage {
 // ---------------------------------------------------------------------------------------------
 // LMDB
 
+// A fresh, empty directory under the system temp directory; removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "litetx-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& str() const { return path_; }
+  std::string Sub(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
+
+ private:
+  std::string path_;
+};
+
 // An LMDB store (no fsync) in a fresh temporary directory, removed afterwards.
 class LmdbScratch {
  public:
   LmdbScratch() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "litetx-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    dir_ = tmpl;
     litetx::LmdbOptions o;
     o.durability = litetx::LmdbDurability::kNoSync;
-    auto s = litetx::LmdbStore::Open(dir_, o);
+    auto s = litetx::LmdbStore::Open(dir_.str(), o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (s.ok()) store_ = *s;
   }
-  ~LmdbScratch() {
-    store_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  ~LmdbScratch() { store_.reset(); }  // closed before the directory goes
   LmdbScratch(const LmdbScratch&) = delete;
   LmdbScratch& operator=(const LmdbScratch&) = delete;
 
   const std::shared_ptr<litetx::LmdbStore>& store() const { return store_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.str(); }
 
  private:
-  std::string dir_;
+  TempDir dir_;
   std::shared_ptr<litetx::LmdbStore> store_;
 };
 

@@ -121,26 +121,6 @@ TEST(TxnIdTest, ForkedChildAndParentDrawDifferentIds) {
                        << first_shared;
 }
 
-// A fresh, empty directory; removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "litetx-txnid-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& str() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // What the child reports: its commit's status code and the body of c/x it then reads raw.
 struct ChildReport {
   int code = -1;

@@ -31,26 +31,6 @@ using litetx::TxnContext;
 // Thrown by a store hook to simulate the death of the process making the call.
 struct Crash {};
 
-// A fresh directory for an LMDB store, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "litetx-versions-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& str() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 struct StoreParam {
   const char* name;
   bool lmdb;
