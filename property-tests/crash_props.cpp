@@ -350,6 +350,11 @@ AllAtOnceRun RunAllAtOnce(const Scenario& s, const Oracle& o, const AllAtOnce& p
     run.failure = "healthy collector failed: " + st.ToString();
     return run;
   }
+  if (run.record != RecordSeen::kNone && run.reached != (run.record == RecordSeen::kCommitted)) {
+    run.failure = std::string("the commit point ") + (run.reached ? "was" : "was not") +
+                  " reached but the record is " + RecordSeenName(run.record);
+    return run;
+  }
   // The commit point decides the side. The coordinator's answer must agree with it: OK means
   // reached (unless nothing is written), another error than kUnknown means not reached, and a
   // kUnknown is settled by Database::Outcome as a caller would.
