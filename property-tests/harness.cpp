@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/meta.h"
 #include "engine/record.h"
@@ -41,6 +42,13 @@ std::string Scenario::Describe() const {
         << (a.version == VersionMode::kRight ? " v=ok" : a.version == VersionMode::kWrong ? " v=bad" : "");
   }
   out << "]";
+  if (interference) {
+    const char* kind = interference->kind == Interference::Kind::kLive        ? "live"
+                       : interference->kind == Interference::Kind::kTombstone ? "tombstone"
+                                                                              : "bump";
+    out << " interference[" << kind << " " << Id(interference->target) << " before the write of "
+        << Id(interference->trigger) << "]";
+  }
   return out.str();
 }
 
@@ -71,7 +79,7 @@ void SeedStore(litetx::Store& store, const Scenario& s, std::shared_ptr<litetx::
     switch (d.init) {
       case Init::kAbsent: continue;
       case Init::kLive: {
-        m.last_writer = "seed";
+        m.last_writer = kSeedWriter;
         (void)store.Create(key, litetx::engine::MakeStored({{"n", d.n}, {"s", "init"}, {"old", true}}, m));
         continue;
       }
@@ -81,6 +89,131 @@ void SeedStore(litetx::Store& store, const Scenario& s, std::shared_ptr<litetx::
     m.at_ms = clock->NowMillis();
     (void)store.Create(key, litetx::engine::MakeStored({}, m));
   }
+}
+
+void Interfere(litetx::Store& store, const Scenario& s, litetx::Clock& clock) {
+  if (!s.interference) return;
+  const Interference& in = *s.interference;
+  Key key{kColl, Id(in.target)};
+  auto g = store.Get(key);
+  if (!g.ok()) throw std::runtime_error("interference: read failed: " + g.status().ToString());
+  litetx::engine::Meta m;
+  json::object body;
+  if (g->has_value()) {
+    auto decoded = litetx::engine::DecodeMeta((*g)->value);
+    if (!decoded.ok()) throw std::runtime_error("interference: " + decoded.status().ToString());
+    if (!decoded->txn.empty()) throw std::runtime_error("interference: " + key.id + " is held");
+    m = std::move(decoded).value();
+    body = litetx::engine::UserFields((*g)->value);
+  }
+  m.version = m.version == 0 ? 5 : m.version + 1;
+  m.schema_version = m.schema_version == 0 ? 1 : m.schema_version;
+  switch (in.kind) {
+    case Interference::Kind::kLive:
+      body = {{"n", 99}, {"s", "other"}};
+      m.deleted = m.gone = false;
+      m.at_ms = 0;
+      m.last_writer = kIntruder;
+      break;
+    case Interference::Kind::kTombstone:
+      body = {};
+      m.deleted = true;
+      m.gone = false;
+      m.at_ms = clock.NowMillis();
+      m.last_writer = kIntruder;
+      break;
+    case Interference::Kind::kBump:
+      m.last_writer = kIntruder;
+      break;
+  }
+  json::object value = litetx::engine::MakeStored(std::move(body), m);
+  auto w = g->has_value() ? store.Replace(key, (*g)->revision, value) : store.Create(key, value);
+  if (!w.ok()) throw std::runtime_error("interference: write failed: " + w.status().ToString());
+}
+
+InterferingStore::InterferingStore(std::shared_ptr<litetx::Store> target,
+                                   std::shared_ptr<litetx::Store> raw, const Scenario& s,
+                                   std::shared_ptr<litetx::Clock> clock)
+    : ForwardingStore(std::move(target)), raw_(std::move(raw)), s_(s), clock_(std::move(clock)) {}
+
+void InterferingStore::Before(const Key& k) {
+  if (s_.interference && k.collection == kColl && k.id == Id(s_.interference->trigger)) {
+    InterfereNow();
+  }
+}
+
+bool InterferingStore::InterfereNow() {
+  if (!s_.interference || done_) return false;
+  done_ = true;
+  Interfere(*raw_, s_, *clock_);
+  return true;
+}
+
+litetx::Result<litetx::Revision> InterferingStore::Create(const Key& k, const json::object& v) {
+  Before(k);
+  return ForwardingStore::Create(k, v);
+}
+
+litetx::Result<litetx::Revision> InterferingStore::Replace(const Key& k, litetx::Revision e,
+                                                           const json::object& v) {
+  Before(k);
+  return ForwardingStore::Replace(k, e, v);
+}
+
+void CommitWatch::Landed(const Key& k, const json::object& v) {
+  ++writes_;
+  bool commit = false;
+  if (k.collection == litetx::kTransactionsCollection) {
+    record_created_ = true;
+    auto r = litetx::engine::DecodeRecord(v);
+    commit = r.ok() && r->state == litetx::engine::TxnState::kCommitted;
+  } else if (k.collection == kColl && !record_created_) {
+    auto m = litetx::engine::DecodeMeta(v);
+    commit = m.ok() && m->txn.empty();
+  }
+  if (commit && !committed_) {
+    committed_ = true;
+    commit_write_ = writes_;
+  }
+}
+
+litetx::Result<litetx::Revision> CommitWatch::Create(const Key& k, const json::object& v) {
+  auto r = ForwardingStore::Create(k, v);
+  if (r.ok()) Landed(k, v);
+  return r;
+}
+
+litetx::Result<litetx::Revision> CommitWatch::Replace(const Key& k, litetx::Revision e,
+                                                      const json::object& v) {
+  auto r = ForwardingStore::Replace(k, e, v);
+  if (r.ok()) Landed(k, v);
+  return r;
+}
+
+const char* RecordSeenName(RecordSeen r) {
+  switch (r) {
+    case RecordSeen::kNone: return "none";
+    case RecordSeen::kPending: return "pending";
+    case RecordSeen::kAborted: return "aborted";
+    case RecordSeen::kCommitted: return "committed";
+    case RecordSeen::kMany: return "several";
+  }
+  return "?";
+}
+
+RecordSeen ObserveRecord(litetx::Store& store) {
+  auto page = store.Scan(litetx::kTransactionsCollection, "", 2);
+  if (!page.ok()) throw std::runtime_error("record scan failed: " + page.status().ToString());
+  if (page->documents.empty()) return RecordSeen::kNone;
+  if (page->documents.size() > 1) return RecordSeen::kMany;
+  auto r = litetx::engine::DecodeRecord(page->documents[0].second.value);
+  if (!r.ok()) throw std::runtime_error("record undecodable: " + r.status().ToString());
+  switch (r->state) {
+    case litetx::engine::TxnState::kPending: return RecordSeen::kPending;
+    case litetx::engine::TxnState::kAborted: return RecordSeen::kAborted;
+    case litetx::engine::TxnState::kCommitted: return RecordSeen::kCommitted;
+  }
+  return RecordSeen::kMany;
 }
 
 litetx::Transaction BuildTxn(litetx::Store& store, const Scenario& s) {
@@ -183,18 +316,29 @@ std::string Show(const Contents& c) {
 }
 
 Oracle RunOracle(const Scenario& s) {
+  Oracle o;
+  std::string err;
+  {
+    // The before state: the seeded documents as the interference (if any) leaves them.
+    auto clock = std::make_shared<litetx::ManualClock>();
+    auto mem = std::make_shared<litetx::MemoryStore>();
+    SeedStore(*mem, s, clock);
+    Interfere(*mem, s, *clock);
+    o.before = ReadContents(*mem, s.docs.size(), &err).value();
+    o.before_versions = RawVersions(*mem, s.docs.size());
+  }
   auto clock = std::make_shared<litetx::ManualClock>();
   auto mem = std::make_shared<litetx::MemoryStore>();
   SeedStore(*mem, s, clock);
-  Oracle o;
-  std::string err;
-  o.before = ReadContents(*mem, s.docs.size(), &err).value();
-  o.before_versions = RawVersions(*mem, s.docs.size());
-  auto counting = std::make_shared<litetx::CountingStore>(mem);
-  litetx::Database db(counting, TestOptions(clock));
+  auto watch = std::make_shared<CommitWatch>(mem);
+  auto interfering = std::make_shared<InterferingStore>(watch, mem, s, clock);
+  litetx::Database db(interfering, TestOptions(clock));
   auto r = db.Commit(BuildTxn(*mem, s));
+  o.interfered = interfering->interfered();
+  interfering->InterfereNow();  // if the run never reached the trigger
   o.code = r.code();
-  o.writes = counting->counts().writes();
+  o.writes = watch->writes();
+  o.commit_write = watch->commit_write();
   o.after = ReadContents(*mem, s.docs.size(), &err).value();
   o.after_versions = RawVersions(*mem, s.docs.size());
   return o;
@@ -229,45 +373,82 @@ std::string CheckFinal(litetx::Store& store, const Oracle& o, std::size_t n, cha
   return "";
 }
 
-std::string RunCrashCase(const Scenario& s, const Oracle& o, std::uint64_t crash_k,
-                         std::uint64_t gc_crash_j, bool* coordinator_crashed) {
+CrashReport RunCrashCase(const Scenario& s, const Oracle& o, const CrashCase& c) {
+  CrashReport rep;
+  auto fail = [&](std::string why) {
+    rep.failure = std::move(why);
+    return rep;
+  };
   auto clock = std::make_shared<litetx::ManualClock>();
   auto mem = std::make_shared<litetx::MemoryStore>();
   SeedStore(*mem, s, clock);
+  // Coordinator -> crash and faults -> interference -> commit watch -> store.
+  auto watch = std::make_shared<CommitWatch>(mem);
+  auto interfering = std::make_shared<InterferingStore>(watch, mem, s, clock);
   litetx::FaultOptions f;
-  f.crash_after_writes = crash_k;
-  auto faulty = std::make_shared<litetx::FaultInjectingStore>(mem, f);
+  f.crash_after_writes = c.crash_k;
+  f.rule = c.rule;
+  auto faulty = std::make_shared<litetx::FaultInjectingStore>(interfering, f);
   litetx::Transaction txn = BuildTxn(*mem, s);
-  bool crashed = false;
-  Code code = Code::kOk;
   {
     litetx::Database db(faulty, TestOptions(clock));
     try {
-      code = db.Commit(txn).code();
+      rep.code = db.Commit(txn).code();
     } catch (const litetx::SimulatedCrash&) {
-      crashed = true;
+      rep.coordinator_crashed = true;
     }
   }
-  if (coordinator_crashed) *coordinator_crashed = crashed;
-  if (!crashed && code != o.code) {
-    return std::string("outcome ") + std::string(litetx::CodeName(code)) + ", oracle says " +
-           std::string(litetx::CodeName(o.code));
+  rep.coordinator_writes = faulty->writes();
+  rep.commit_point = watch->committed();
+  rep.record = ObserveRecord(*mem);
+  bool writes_something = false;
+  for (const ActSpec& a : s.acts) writes_something |= a.type != ActionType::kCheck;
+
+  if (rep.record == RecordSeen::kMany) return fail("more than one transaction record");
+  if (rep.record != RecordSeen::kNone && rep.commit_point != (rep.record == RecordSeen::kCommitted)) {
+    return fail(std::string("the commit flip ") + (rep.commit_point ? "landed" : "never landed") +
+                " but the record is " + RecordSeenName(rep.record));
   }
+  if (!rep.coordinator_crashed) {
+    if (!c.rule && rep.code != o.code) {
+      return fail(std::string("outcome ") + std::string(litetx::CodeName(rep.code)) +
+                  ", oracle says " + std::string(litetx::CodeName(o.code)));
+    }
+    if (writes_something && rep.commit_point != (rep.code == Code::kOk)) {
+      return fail(std::string("outcome ") + std::string(litetx::CodeName(rep.code)) + " but the commit point " +
+                  (rep.commit_point ? "was" : "was not") + " reached");
+    }
+    // Without a crash the coordinator settles everything itself before it returns.
+    if (std::string dirty = CheckClean(*mem); !dirty.empty()) {
+      return fail("the coordinator returned " + std::string(litetx::CodeName(rep.code)) +
+                  " and left: " + dirty);
+    }
+  }
+  // The other writer, if the coordinator stopped before its trigger write.
+  interfering->InterfereNow();
+  rep.side = rep.commit_point || (!rep.coordinator_crashed && rep.code == Code::kOk) ? 'a' : 'b';
+
   clock->Advance(std::chrono::milliseconds(kLease) + std::chrono::milliseconds(1));
-  if (gc_crash_j > 0) {
+  if (c.gc_crash_j > 0) {
+    rep.gc_ran = true;
     litetx::FaultOptions g;
-    g.crash_after_writes = gc_crash_j;
-    litetx::Collector gc(std::make_shared<litetx::FaultInjectingStore>(mem, g),
-                         TestCollectorOptions(clock));
+    g.crash_after_writes = c.gc_crash_j;
+    auto faulty_gc = std::make_shared<litetx::FaultInjectingStore>(mem, g);
+    litetx::Collector gc(faulty_gc, TestCollectorOptions(clock));
     try {
       (void)gc.RunOnce();
     } catch (const litetx::SimulatedCrash&) {
+      rep.gc_crashed = true;
     }
+    rep.gc_writes = faulty_gc->writes();
   }
-  litetx::Collector gc(mem, TestCollectorOptions(clock));
-  if (litetx::Status st = gc.RunOnce(); !st.ok()) return "collector failed: " + st.ToString();
-  char must = crashed ? 0 : (code == Code::kOk ? 'a' : 'b');
-  return CheckFinal(*mem, o, s.docs.size(), must);
+  auto counting = std::make_shared<litetx::CountingStore>(mem);
+  litetx::Collector gc(counting, TestCollectorOptions(clock));
+  litetx::Status st = gc.RunOnce();
+  rep.healthy_gc_writes = counting->counts().writes();
+  if (!st.ok()) return fail("collector failed: " + st.ToString());
+  rep.failure = CheckFinal(*mem, o, s.docs.size(), rep.side);
+  return rep;
 }
 
 }  // namespace ptest
