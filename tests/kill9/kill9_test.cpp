@@ -23,8 +23,9 @@
 // applied and not applied, records finished and reversed by the collector, and failed
 // attempts where two threads contend).
 //
-// Size: 250 + 150 rounds in CI (about 30 s on 2 cores). LITETX_LONG_TESTS=ON at configure time, or LITETX_LONG=1 in the
-// environment, runs 15x as many; LITETX_KILL9_ROUNDS=N sets the count. The seed is printed;
+// Size: 250 + 150 rounds in CI (about 15 s on 2 cores, 20-25 s with the CPU loaded).
+// LITETX_LONG_TESTS=ON at configure time, or LITETX_LONG=1 in the environment, runs 15x as
+// many; LITETX_KILL9_ROUNDS=N sets the count. The seed is printed;
 // LITETX_KILL9_SEED=N replays its choices (the kill moments relative to the worker's progress
 // still vary with scheduling).
 //
