@@ -68,7 +68,9 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
 // Parses LITETX_FAULTS: comma-separated items crash-after-writes:K, transient:P,
 // lost-reply:P, seed:N, exit-code:N, and two scripted faults (docs/cli.md):
 // partition-after-writes:K (the K-th write call lands, its reply is lost, every later call
-// fails with kUnavailable) and stall-write:K:DURATION (sleep before the K-th write call).
+// fails with kUnavailable), stall-write:K:DURATION (sleep before the K-th write call) and
+// hold-write:K:FIFO (before the K-th write call, wait until a byte is written to the FIFO;
+// a line on stderr says when the wait has begun).
 // Returns kInvalidArgument with a message on a bad item.
 Result<FaultOptions> ParseFaults(const std::string& spec);
 

@@ -1,5 +1,11 @@
 // tools/cli_common.cpp — see cli.h.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -29,13 +35,15 @@ bool IsWrite(StoreOp op) {
   return op == StoreOp::kCreate || op == StoreOp::kReplace || op == StoreOp::kErase;
 }
 
-// The scripted faults of LITETX_FAULTS (partition-after-writes, stall-write), run as a
+// The scripted faults of LITETX_FAULTS (partition-after-writes, stall-write, hold-write), run as a
 // FaultOptions::rule. A rule replaces the store's own random draws, so it also draws the
 // transient / lost-reply faults itself, the same way (one 64-bit draw per call).
 struct Script {
   std::uint64_t partition_after = 0;  // 0: none
   std::uint64_t stall_write = 0;      // 0: none
   std::chrono::milliseconds stall{0};
+  std::uint64_t hold_write = 0;  // 0: none
+  std::string hold_fifo;
   double transient = 0.0;
   double lost = 0.0;
   std::mutex mu;
@@ -57,11 +65,39 @@ struct Script {
       u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
     }
     if (n != 0 && n == stall_write) std::this_thread::sleep_for(stall);
+    if (n != 0 && n == hold_write) Hold(n);
     if (u < transient) return Fault::kTransient;
     if (u < transient + lost && IsWrite(op)) return Fault::kLostReply;
     return Fault::kNone;
   }
+
+  // Waits until a byte is written to hold_fifo. Opened for reading and writing, a FIFO opens
+  // at once on Linux and a read of it waits for data (never for end-of-file: this process is
+  // a writer too), so the line below is printed only once the wait is ready to be released.
+  void Hold(std::uint64_t n) const {
+    int fd = -1;
+    do {
+      fd = ::open(hold_fifo.c_str(), O_RDWR | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      std::fprintf(stderr, "litetx: LITETX_FAULTS: cannot open %s (%s); not holding\n",
+                   hold_fifo.c_str(), std::strerror(errno));
+      return;
+    }
+    std::fprintf(stderr, "litetx: LITETX_FAULTS: holding before write %llu until a byte is "
+                 "written to %s\n", static_cast<unsigned long long>(n), hold_fifo.c_str());
+    std::fflush(stderr);
+    char byte = 0;
+    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::close(fd);
+  }
 };
+
+bool IsFifo(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+}
 
 }  // namespace
 
@@ -149,18 +185,31 @@ Result<FaultOptions> ParseFaults(const std::string& spec) {
         ok = d.ok();
         if (ok) script->stall = *d;
       }
+    } else if (name == "hold-write") {
+      std::size_t colon2 = value.find(':');
+      ok = colon2 != std::string::npos &&
+           ParseU64(std::string_view(value).substr(0, colon2), &script->hold_write) &&
+           script->hold_write > 0;
+      if (ok) {
+        script->hold_fifo = value.substr(colon2 + 1);
+        if (!IsFifo(script->hold_fifo)) {
+          return Status::InvalidArgument("LITETX_FAULTS: '" + script->hold_fifo +
+                                         "' in '" + item + "' is not a FIFO (make it with mkfifo)");
+        }
+      }
     } else {
       return Status::InvalidArgument("LITETX_FAULTS: unknown item '" + name +
                                      "' (expected crash-after-writes:K, transient:P, "
                                      "lost-reply:P, seed:N, exit-code:N, "
-                                     "partition-after-writes:K, stall-write:K:DURATION)");
+                                     "partition-after-writes:K, stall-write:K:DURATION, "
+                                     "hold-write:K:FIFO)");
     }
     if (!ok) return Status::InvalidArgument("LITETX_FAULTS: bad value in '" + item + "'");
   }
   if (f.transient_probability + f.lost_reply_probability > 1.0) {
     return Status::InvalidArgument("LITETX_FAULTS: transient + lost-reply exceed 1");
   }
-  if (script->partition_after != 0 || script->stall_write != 0) {
+  if (script->partition_after != 0 || script->stall_write != 0 || script->hold_write != 0) {
     script->transient = f.transient_probability;
     script->lost = f.lost_reply_probability;
     script->rng.seed(f.seed);

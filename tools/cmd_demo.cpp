@@ -12,13 +12,15 @@
 // their accounts stay held, so workers pick pairs that are free right now and give up on a held
 // account after 250 ms (kBusy) instead of the default 2 s. At the end the workers stop, the
 // collector runs until no record of this run is open, and the audit checks conservation,
-// balances against the ledger, acknowledged transfers, and that no reference or record is
-// left. JSON summary on stdout; exit 0 only if everything holds. Ctrl-C ends the run early
-// (the audit still runs); a second Ctrl-C kills the process.
+// balances against the ledger, that every acknowledged transfer is in the ledger and every
+// failed attempt (rolled back) is not, that every ledger document of the run is an
+// acknowledged or crashed/in-doubt transfer, and that no reference or record is left. JSON
+// summary on stdout; exit 0 only if everything holds. Ctrl-C ends the run early (the audit
+// still runs); a second Ctrl-C kills the process.
 //
 // Ownership: everything lives in RunDemo's frame; workers and the collector are joined there.
 // Thread safety: workers share one Database (thread-safe) and atomic counters; each keeps its
-// own lists of acknowledged and in-doubt transfers, merged after the join.
+// own lists of acknowledged, failed and in-doubt transfers, merged after the join.
 #include <unistd.h>
 
 #include <atomic>
@@ -60,6 +62,7 @@ struct Counters {
 struct WorkerLog {
   std::vector<std::string> acked;     // ledger ids acknowledged as committed
   std::vector<std::string> in_doubt;  // crashed (or kUnknown) transfers
+  std::vector<std::string> failed;    // attempts that failed and were rolled back
   std::string fatal;                  // an unexpected error that stopped the worker
 };
 
@@ -144,6 +147,8 @@ void Worker(Shared& sh, int index, WorkerLog& log) {
           sh.stop = true;
           return;
       }
+      // Any failure but kUnknown rolled the attempt back: certainly not applied.
+      if (s.code() != Code::kUnknown) log.failed.push_back(t.ledger_id);
       // After kBusy (a crashed transfer still holds an account until the collector repairs it)
       // try another pair instead of waiting on the same accounts again.
       if (s.code() == Code::kUnknown || s.code() == Code::kBusy || sh.stop) break;
@@ -198,10 +203,12 @@ void DrawVerdict(const bank::AuditReport& a, std::uint64_t crashed, const Collec
   }
   std::fprintf(stderr,
                "verification: ok: total %lld conserved; %llu ledger documents explain every "
-               "balance; %llu acknowledged transfers all in the ledger; %llu crashed: %llu "
-               "applied whole, %llu not at all; no reference or open record left\n",
+               "balance; %llu acknowledged transfers all in the ledger, %llu failed attempts "
+               "none; %llu crashed: %llu applied whole, %llu not at all; no reference or open "
+               "record left\n",
                static_cast<long long>(a.total), static_cast<unsigned long long>(a.ledger_docs),
                static_cast<unsigned long long>(a.acked_checked),
+               static_cast<unsigned long long>(a.failed_checked),
                static_cast<unsigned long long>(crashed),
                static_cast<unsigned long long>(a.in_doubt_applied),
                static_cast<unsigned long long>(a.in_doubt_not_applied));
@@ -286,11 +293,13 @@ int RunDemo(Context& ctx, DemoFlags flags) {
 
   bank::AuditOptions audit_options;
   audit_options.records_since_ms = started_ms;
+  audit_options.only_reported = true;  // the run's ledger holds only what its workers reported
   std::string fatal;
   for (auto& log : logs) {
     audit_options.acked.insert(audit_options.acked.end(), log.acked.begin(), log.acked.end());
     audit_options.in_doubt.insert(audit_options.in_doubt.end(), log.in_doubt.begin(),
                                   log.in_doubt.end());
+    audit_options.failed.insert(audit_options.failed.end(), log.failed.begin(), log.failed.end());
     if (fatal.empty()) fatal = log.fatal;
   }
   bank::AuditReport audit = bank::Audit(store, cfg, audit_options);

@@ -150,6 +150,7 @@ boost::json::object AuditReport::ToJson() const {
           {"ledger_docs", ledger_docs},
           {"rolled_back_ledger_ids", placeholders},
           {"acked_checked", acked_checked},
+          {"failed_checked", failed_checked},
           {"in_doubt_applied", in_doubt_applied},
           {"in_doubt_not_applied", in_doubt_not_applied},
           {"held_documents", held_documents},
@@ -188,6 +189,39 @@ AuditReport Audit(const std::shared_ptr<Store>& store, const BankConfig& cfg,
   std::unordered_map<std::string, int> index;
   for (int i = 0; i < cfg.accounts; ++i) index.emplace(AccountId(cfg, i), i);
 
+  // What the caller reported for each ledger id (without the bank prefix).
+  enum class Reported : std::uint8_t { kAcked, kInDoubt, kFailed };
+  auto name = [](Reported r) {
+    return r == Reported::kAcked ? "acknowledged" : r == Reported::kInDoubt ? "in doubt" : "failed";
+  };
+  std::unordered_map<std::string, Reported> reported;
+  if (options.only_reported) {
+    for (const auto& [ids, kind] : {std::pair{&options.acked, Reported::kAcked},
+                                    std::pair{&options.in_doubt, Reported::kInDoubt},
+                                    std::pair{&options.failed, Reported::kFailed}}) {
+      for (const auto& lid : *ids) {
+        auto [it, fresh] = reported.emplace(lid, kind);
+        if (!fresh) {
+          rep.Error("transfer " + lid + " reported both " + name(it->second) + " and " +
+                    name(kind));
+        }
+      }
+    }
+  }
+  // With only_reported: an error unless `id` (a scanned ledger id) was reported, and, if it
+  // is committed, as acknowledged or in doubt.
+  auto check_reported = [&](const std::string& id, bool committed) {
+    if (!options.only_reported) return;
+    const std::string lid = id.substr(cfg.prefix.size());
+    auto it = reported.find(lid);
+    if (it == reported.end()) {
+      rep.Error(std::string("ledger ") + (committed ? "document " : "placeholder ") + id +
+                " belongs to no reported transfer");
+    } else if (committed && it->second == Reported::kFailed) {
+      rep.Error("ledger " + id + " is committed but its transfer was reported failed");
+    }
+  };
+
   // The ledger: every document under the scanned prefix, read uncommitted to see references.
   const std::string prefix = cfg.prefix + options.ledger_scan_prefix;
   std::string cursor = prefix;
@@ -215,6 +249,7 @@ AuditReport Audit(const std::shared_ptr<Store>& store, const BankConfig& cfg,
       }
       if (r->state == DocumentState::kNotFound) {
         ++rep.placeholders;
+        check_reported(id, false);
         continue;
       }
       if (r->state != DocumentState::kFound) {
@@ -229,6 +264,7 @@ AuditReport Audit(const std::shared_ptr<Store>& store, const BankConfig& cfg,
         rep.Error("ledger " + id + " is malformed: " + boost::json::serialize(r->doc));
         continue;
       }
+      check_reported(id, true);
       rep.net[static_cast<std::size_t>(index[*from])] -= *amount;
       rep.net[static_cast<std::size_t>(index[*to])] += *amount;
       ++rep.ledger_docs;
@@ -268,13 +304,24 @@ AuditReport Audit(const std::shared_ptr<Store>& store, const BankConfig& cfg,
               std::to_string(rep.expected_total));
   }
 
-  // Acknowledged transfers are in the ledger; in-doubt ones are in it or not, never half.
+  // Acknowledged transfers are in the ledger, failed ones are not; in-doubt ones are in it or
+  // not, never half.
   for (const auto& lid : options.acked) {
     auto r = db.Read(cfg.ledger_collection, cfg.prefix + lid);
     ++rep.acked_checked;
     if (!r.ok() || r->state != DocumentState::kFound) {
       rep.Error("acknowledged transfer " + lid + " is not in the ledger (" +
                 (r.ok() ? DocumentStateName(r->state) : r.status().ToString()) + ")");
+    }
+  }
+  // Failed attempts were rolled back: certainly not applied.
+  for (const auto& lid : options.failed) {
+    auto r = db.Read(cfg.ledger_collection, cfg.prefix + lid);
+    ++rep.failed_checked;
+    if (!r.ok()) {
+      rep.Error("failed transfer " + lid + ": " + r.status().ToString());
+    } else if (r->state == DocumentState::kFound) {
+      rep.Error("failed transfer " + lid + " is in the ledger");
     }
   }
   for (const auto& lid : options.in_doubt) {

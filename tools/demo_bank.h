@@ -76,9 +76,18 @@ struct AuditOptions {
   std::uint64_t base_ledger_docs = 0;
   // Ledger ids (without prefix) of transfers acknowledged as committed: each must be present.
   std::vector<std::string> acked;
-  // Ledger ids of transfers whose outcome the caller does not know (the coordinator crashed):
-  // each is counted as applied (present) or not applied (absent).
+  // Ledger ids of transfers whose outcome the caller does not know (the coordinator crashed,
+  // or the commit returned kUnknown): each is counted as applied (present) or not applied
+  // (absent).
   std::vector<std::string> in_doubt;
+  // Ledger ids of transfer attempts whose commit failed with any code but kUnknown: rolled
+  // back, certainly not applied. Each must be absent from the ledger.
+  std::vector<std::string> failed;
+  // The caller reported every transfer it attempted under the scanned prefix in acked,
+  // in_doubt or failed: then every scanned ledger id must be one of them, and a committed
+  // ledger document must be acked or in doubt (one nobody reported, or one reported failed,
+  // is an error). An id in two of the lists is an error too.
+  bool only_reported = false;
   // Only ActiveTransaction records created at or after this time (ms since the epoch) count as
   // left over; older ones belong to someone else. 0: every record counts.
   std::int64_t records_since_ms = 0;
@@ -92,6 +101,7 @@ struct AuditReport {
   std::uint64_t ledger_docs = 0;    // committed ledger documents (base + scanned)
   std::uint64_t placeholders = 0;   // scanned ledger ids that read as not found (rolled back)
   std::uint64_t acked_checked = 0;
+  std::uint64_t failed_checked = 0;  // failed ids checked absent
   std::uint64_t in_doubt_applied = 0;
   std::uint64_t in_doubt_not_applied = 0;
   std::uint64_t held_documents = 0;  // documents with a transaction reference or deleting flag
@@ -105,8 +115,9 @@ struct AuditReport {
 
 // Checks: every account live, unheld, with a non-negative integer balance equal to the
 // initial balance plus its net in the ledger; the total conserved; every scanned ledger
-// document unheld and well-formed; every acked id present; no open record. Read errors are
-// reported as errors.
+// document unheld and well-formed; every acked id present, every failed id absent; with
+// only_reported, every scanned ledger id reported and every committed one acked or in doubt;
+// no open record. Read errors are reported as errors.
 AuditReport Audit(const std::shared_ptr<Store>& store, const BankConfig& cfg,
                   const AuditOptions& options);
 

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "cli_harness.h"
 #include "litetx/litetx.h"
@@ -55,7 +57,9 @@ TEST_F(CliTest, GcPurgesTombstonesOfListedCollections) {
   ASSERT_EQ(Apply(kPair).code, 0);
   ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
                                   {"op":"delete","collection":"c","id":"y"}]})").code, 0);
-  ::usleep(5'000);
+  // "--tombstone-retention 0s" means 1 ms: let the tombstones get older than that. (Time has
+  // to pass here; a sleep never ends early, so this holds however loaded the machine is.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Default retention (24h): nothing to purge yet; unlisted collections are never purged.
   EXPECT_EQ(Cli({"gc", "--once", "--purge", "c"}).Json()["purged"], 0);
   EXPECT_EQ(Cli({"gc", "--once", "--purge", "other", "--tombstone-retention", "0s"}).Json()["purged"], 0);
@@ -87,34 +91,34 @@ TEST_F(CliTest, GcFailureExitsOneAndStillPrintsCounters) {
 // starts the collector's thread (which inherits the mask) and then waits for them, so once
 // that thread exists the signal can no longer kill the process while it is starting. (The
 // main thread's own mask cannot be checked: sigwait unblocks the set while it waits.)
+// The process announces nothing, so its threads' masks are polled (up to a minute, which only
+// bounds a broken run).
 bool WaitBlocked(pid_t pid, int sig) {
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  for (int i = 0; i < 500; ++i) {
-    std::error_code ec;
-    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
-      std::ifstream status(task.path() / "status");
-      std::string line;
-      while (std::getline(status, line)) {
-        if (line.rfind("SigBlk:", 0) == 0 &&
-            (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1) & 1) != 0) {
-          return true;
+  return PollUntil(
+      [&] {
+        std::error_code ec;
+        for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+          std::ifstream status(task.path() / "status");
+          std::string line;
+          while (std::getline(status, line)) {
+            if (line.rfind("SigBlk:", 0) == 0 &&
+                (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1) & 1) != 0) {
+              return true;
+            }
+          }
         }
-      }
-    }
-    ::usleep(5'000);
-  }
-  return false;
+        return false;
+      },
+      std::chrono::minutes(1));
 }
 
 TEST_F(CliTest, GcBackgroundRunsUntilSignalled) {
   ASSERT_EQ(Apply(kPair, "crash-after-writes:4").code, 86);
   Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "0s"}));
-  bool settled = false;
-  for (int i = 0; i < 200 && !settled; ++i) {
-    settled = Unsettled() == 0;
-    if (!settled) ::usleep(10'000);
-  }
-  EXPECT_TRUE(settled);
+  // The collector says nothing while it runs: poll the store until it has settled the record.
+  EXPECT_TRUE(PollUntil([&] { return Unsettled() == 0; }, std::chrono::minutes(1),
+                        std::chrono::milliseconds(10)));
   ASSERT_TRUE(WaitBlocked(gc.pid, SIGTERM));
   ASSERT_EQ(::kill(gc.pid, SIGTERM), 0);
   RunResult r = Finish(gc);

@@ -48,6 +48,12 @@ std::uint64_t FirstVersionNow() {
   return static_cast<std::uint64_t>(ms.count()) * 1000;
 }
 
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace {
 
 // Writes all of `data` to `fd`, ignoring EPIPE (a child that exits early).
@@ -120,9 +126,42 @@ Child Start(const std::vector<std::string>& args, const std::string& faults,
   return c;
 }
 
+bool WaitForStderr(Child& c, const std::string& text, std::chrono::milliseconds timeout) {
+  if (c.pid < 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool out_open = true;  // stdout is read too, so that a child writing much there never blocks
+  for (;;) {
+    if (c.err_read.find(text) != std::string::npos) return true;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd fds[2] = {{out_open ? c.out_fd : -1, POLLIN, 0}, {c.err_fd, POLLIN, 0}};
+    int ready = ::poll(fds, 2, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    std::string* sinks[2] = {&c.out_read, &c.err_read};
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<std::size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (i == 0) {
+        out_open = false;  // Finish reads its end-of-file again
+      } else {
+        return c.err_read.find(text) != std::string::npos;  // stderr closed
+      }
+    }
+  }
+}
+
 RunResult Finish(Child c) {
   RunResult r;
   if (c.pid < 0) return r;
+  r.out = std::move(c.out_read);
+  r.err = std::move(c.err_read);
   struct pollfd fds[2] = {{c.out_fd, POLLIN, 0}, {c.err_fd, POLLIN, 0}};
   std::string* sinks[2] = {&r.out, &r.err};
   int open = 2;

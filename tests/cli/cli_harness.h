@@ -10,8 +10,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -33,17 +35,38 @@ std::vector<std::uint64_t> Versions(const RunResult& r);
 // The version an insert of a new id made now gets: the wall clock in milliseconds, times 1000
 // (the CLI runs on the system clock). An insert between two calls gets a version in between.
 std::uint64_t FirstVersionNow();
+// The wall clock in milliseconds since the epoch, as the CLI stamps records.
+std::int64_t NowMs();
+
+// Polls `done` every `every` until it returns true (true) or `timeout` passes (false). For
+// states another process reaches with no event to wait on; the timeout only bounds a broken
+// run, it is not a guess at how long the state takes.
+template <typename Done>
+bool PollUntil(Done done, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds every = std::chrono::milliseconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
 
 // A child started in the background; Finish() waits for it.
 struct Child {
   pid_t pid = -1;
   int out_fd = -1;
   int err_fd = -1;
+  std::string out_read;  // output WaitForStderr read already; Finish() puts it first
+  std::string err_read;
 };
 
 // Starts `litetx args...` with LITETX_FAULTS=faults (unset when empty) and stdin = `input`.
 Child Start(const std::vector<std::string>& args, const std::string& faults = "",
             const std::string& input = "");
+// Reads the child's output until its stderr contains `text` (true), or it closes its stderr or
+// `timeout` passes (false). What it read stays in the Child for Finish.
+bool WaitForStderr(Child& child, const std::string& text, std::chrono::milliseconds timeout);
 // Collects the output of `child` and waits for it to exit.
 RunResult Finish(Child child);
 // Start + Finish.

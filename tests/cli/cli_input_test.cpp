@@ -141,7 +141,8 @@ TEST_F(CliTest, BadCommandLinesExitTwo) {
 
 TEST_F(CliTest, BadLitetxFaultsExitsTwo) {
   for (const char* spec : {"bogus:1", "crash-after-writes:0", "transient:2", "lost-reply:x",
-                           "stall-write:1", "partition-after-writes:"}) {
+                           "stall-write:1", "partition-after-writes:", "hold-write:1",
+                           "hold-write:0:/tmp", "hold-write:1:/proc/litetx-nope"}) {
     RunResult r = Cli({"apply", "-"}, spec, R"({"actions":[{"op":"delete","collection":"c","id":"x"}]})");
     EXPECT_EQ(r.code, 2) << spec;
     EXPECT_NE(r.err.find("LITETX_FAULTS"), std::string::npos) << r.err;

@@ -95,6 +95,7 @@ TEST_F(CliTest, ScanListsTheCommittedView) {
 TEST_F(CliTest, TxnsListsRecordsAndCorruptOnes) {
   ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{}},
                                   {"op":"insert","collection":"c","id":"y","doc":{}}]})").code, 0);
+  const std::int64_t before_ms = NowMs();
   ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
                                   {"op":"delete","collection":"c","id":"y"}]})",
                   "crash-after-writes:1").code, 86);
@@ -105,6 +106,7 @@ TEST_F(CliTest, TxnsListsRecordsAndCorruptOnes) {
                                  {{"state", "sideways"}}).ok());
   }
   json::object o = Cli({"txns"}).Json();
+  const std::int64_t after_ms = NowMs();
   EXPECT_EQ(o["count"], 3);
   EXPECT_EQ(o["unsettled"], 1);
   int done = 0, pending = 0, corrupt = 0;
@@ -118,10 +120,13 @@ TEST_F(CliTest, TxnsListsRecordsAndCorruptOnes) {
       ++pending;
       EXPECT_EQ(t["done"], false);
       EXPECT_EQ(t["actions"], 2);
-      EXPECT_GE(t["age_ms"].to_number<std::int64_t>(), 0);
-      // Default lease: 5 s, of which little has passed (the crashed writer renews it no more).
-      EXPECT_GT(t["lease_remaining_ms"].to_number<std::int64_t>(), 2'500);
-      EXPECT_LE(t["lease_remaining_ms"].to_number<std::int64_t>(), 5'000);
+      // Written between before_ms and after_ms, with the default lease of 5 s and never
+      // renewed (its writer crashed right after writing it): age and remaining lease add up to
+      // the lease, however long the commands took.
+      const auto age = t["age_ms"].to_number<std::int64_t>();
+      EXPECT_GE(age, 0);
+      EXPECT_LE(age, after_ms - before_ms);
+      EXPECT_EQ(age + t["lease_remaining_ms"].to_number<std::int64_t>(), 5'000);
     } else {
       ++done;
       EXPECT_EQ(t["state"], "committed");

@@ -3,18 +3,29 @@
 // on the same store.
 //
 // Each round: fork+exec the worker, wait for its "ready", let it run 1..50 ms (seeded), kill -9
-// it, collect the "ack <ledger id>" lines it wrote (each after Commit returned OK) and the
-// "begin" lines of transfers it had started but not acknowledged (their outcome is unknown).
-// Then reopen the store, run the collector with older_than 1 ms (the worker is dead) until no
-// record is open, and audit (tools/demo_bank.h): money conserved, every balance equal to the
-// initial balance plus what the committed ledger documents imply, every acknowledged transfer
-// in the ledger, no reference, deleting flag or ActiveTransaction record left. Rounds audit the
-// ledger documents of that round incrementally; every 50th round (every rounds/10th in long
-// runs) and the last audit the whole ledger. The state accumulates from round to round. Rounds alternate LMDB durability
-// (nosync / nometasync, and durable every fifth round: all survive a process crash).
+// it, and sort the transfers it began by what it wrote about them: "ack" (Commit returned OK),
+// "fail" (Commit failed and rolled back: certainly not applied) or nothing (in doubt: the kill
+// interrupted the commit; at most one per worker thread). Then reopen the store, count the
+// ActiveTransaction records the kill left open, run the collector with older_than 1 ms (the
+// worker is dead) until none is open, and audit (tools/demo_bank.h): money conserved, every
+// balance equal to the initial balance plus what the committed ledger documents imply, every
+// acknowledged transfer in the ledger, every failed one absent, every ledger document an
+// acknowledged or in-doubt transfer of the round (nothing unreported), no reference, deleting
+// flag or ActiveTransaction record left. Per round it also asserts: the collector settled
+// exactly the records left open, without a failure; no more records were open than transfers
+// in doubt; it finished no more than the in-doubt transfers found applied and reversed no more
+// than those found not applied; the round's ledger documents number its acks plus its applied
+// in-doubt transfers. Rounds audit the ledger documents of that round incrementally; every
+// 50th round (every rounds/10th in long runs) and the last audit the whole ledger against
+// every id reported so far. The state accumulates from round to round. Rounds alternate LMDB
+// durability (nosync / nometasync, and durable every fifth round: all survive a process
+// crash). At the end the totals must show each outcome at least once (acks, in-doubt transfers
+// applied and not applied, records finished and reversed by the collector, and failed
+// attempts where two threads contend).
 //
-// Size: 250 + 150 rounds in CI (about 30 s on 2 cores). LITETX_LONG_TESTS=ON at configure time, or LITETX_LONG=1 in the
-// environment, runs 15x as many; LITETX_KILL9_ROUNDS=N sets the count. The seed is printed;
+// Size: 250 + 150 rounds in CI (about 15 s on 2 cores, 20-25 s with the CPU loaded).
+// LITETX_LONG_TESTS=ON at configure time, or LITETX_LONG=1 in the environment, runs 15x as
+// many; LITETX_KILL9_ROUNDS=N sets the count. The seed is printed;
 // LITETX_KILL9_SEED=N replays its choices (the kill moments relative to the worker's progress
 // still vary with scheduling).
 //
@@ -65,10 +76,12 @@ int Rounds(int ci_rounds) {
   return static_cast<int>(EnvU64("LITETX_KILL9_ROUNDS", long_run ? ci_rounds * 15 : ci_rounds));
 }
 
-// What one killed worker wrote before it died.
+// What one killed worker wrote before it died. Every transfer attempt it began is in exactly
+// one of the three lists.
 struct WorkerRun {
-  std::vector<std::string> acked;
-  std::vector<std::string> in_doubt;  // begun, never acknowledged
+  std::vector<std::string> acked;     // Commit returned OK
+  std::vector<std::string> failed;    // rolled back: certainly not applied
+  std::vector<std::string> in_doubt;  // begun, neither acknowledged nor failed
   std::string error;                  // non-empty: the round went wrong before the kill
 };
 
@@ -76,13 +89,13 @@ struct WorkerRun {
 WorkerRun RunAndKill(const std::vector<std::string>& args, std::chrono::milliseconds delay) {
   WorkerRun run;
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {{}, {}, "pipe2 failed"};
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {{}, {}, {}, "pipe2 failed"};
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(LITETX_CRASH_WORKER));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = ::fork();
-  if (pid < 0) return {{}, {}, "fork failed"};
+  if (pid < 0) return {{}, {}, {}, "fork failed"};
   if (pid == 0) {  // child: async-signal-safe calls only
     ::dup2(fds[1], STDOUT_FILENO);
     ::execv(argv[0], argv.data());
@@ -122,30 +135,44 @@ WorkerRun RunAndKill(const std::vector<std::string>& args, std::chrono::millisec
                 "; exit code " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                 ") instead of being killed";
   }
-  // Complete lines only (a kill cannot split one: each is a single short write).
+  // Complete lines only (a kill cannot split one: each is a single short write). Each id is
+  // begun once, then acknowledged or failed at most once; anything else is a broken worker.
   std::vector<std::string> begun;
-  std::set<std::string> failed;
+  std::set<std::string> open_ids;  // begun, no ack or fail yet
+  std::set<std::string> seen;
+  auto bad = [&](const std::string& line) {
+    if (run.error.empty()) run.error = "unexpected worker line '" + line + "'";
+  };
   std::size_t pos = 0;
   for (std::size_t nl; (nl = buffer.find('\n', pos)) != std::string::npos; pos = nl + 1) {
-    std::string line = buffer.substr(pos, nl - pos);
-    if (line.rfind("ack ", 0) == 0) run.acked.push_back(line.substr(4));
-    if (line.rfind("begin ", 0) == 0) begun.push_back(line.substr(6));
-    if (line.rfind("fail ", 0) == 0) failed.insert(line.substr(5));
+    const std::string line = buffer.substr(pos, nl - pos);
+    const std::size_t sp = line.find(' ');
+    const std::string word = line.substr(0, sp);
+    const std::string id = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (line == "ready") continue;
+    if (word == "begin" && !id.empty() && seen.insert(id).second) {
+      begun.push_back(id);
+      open_ids.insert(id);
+    } else if ((word == "ack" || word == "fail") && open_ids.erase(id) == 1) {
+      (word == "ack" ? run.acked : run.failed).push_back(id);
+    } else {
+      bad(line);
+    }
   }
   // A begun transfer neither acknowledged nor failed (at most one per worker thread: the one
   // the kill interrupted) is in doubt.
-  std::set<std::string> acked(run.acked.begin(), run.acked.end());
   for (const auto& b : begun) {
-    if (!acked.contains(b) && !failed.contains(b)) run.in_doubt.push_back(b);
+    if (open_ids.contains(b)) run.in_doubt.push_back(b);
   }
   return run;
 }
 
 struct Totals {
   int rounds = 0;
-  int kills = 0;
-  std::uint64_t acks = 0, in_doubt_applied = 0, in_doubt_not_applied = 0;
-  std::uint64_t gc_finished = 0, gc_reversed = 0, gc_failed = 0;
+  std::uint64_t acks = 0, failed = 0, in_doubt = 0, in_doubt_applied = 0,
+                in_doubt_not_applied = 0;
+  std::uint64_t left_open = 0;  // records the kills left open (all settled by the collector)
+  std::uint64_t gc_finished = 0, gc_reversed = 0;
   std::uint64_t ledger_docs = 0, rolled_back_ids = 0;
 };
 
@@ -160,7 +187,12 @@ struct Plan {
   int ci_rounds;
   int threads;            // worker threads in the child
   int gc_in_child_every;  // every k-th round the child also runs a racing collector; 0 never
+  bool contended;         // several threads on few accounts: some attempts fail (conflicts)
 };
+
+// Below this many rounds the totals are not required to be positive (LITETX_KILL9_ROUNDS can
+// ask for a handful of rounds, in which a kill may never land inside a commit).
+constexpr int kRoundsForTotals = 50;
 
 void RunKillRounds(const Plan& plan) {
   const std::uint64_t seed = EnvU64("LITETX_KILL9_SEED", std::random_device{}());
@@ -191,7 +223,7 @@ void RunKillRounds(const Plan& plan) {
 
   Totals t;
   std::vector<std::int64_t> net;  // per account, over the ledger audited so far
-  std::vector<std::string> all_acked;
+  std::vector<std::string> all_acked, all_failed, all_in_doubt;
   const int full_audit_every = std::max(50, rounds / 10);
   const auto started = SteadyClock::now();
   for (int round = 1; round <= rounds; ++round) {
@@ -207,14 +239,26 @@ void RunKillRounds(const Plan& plan) {
                                      std::to_string(cfg.accounts), "--seed",
                                      std::to_string(rng())};
     if (racing_gc) args.insert(args.end(), {"--gc-older-than-ms", "20"});
+    const std::string where = "round " + std::to_string(round) + " (" + sync + ", " +
+                              std::to_string(plan.threads) + " thread(s)" +
+                              (racing_gc ? ", racing collector" : "") + ", killed " +
+                              std::to_string(delay.count()) + " ms after ready, seed " +
+                              std::to_string(seed) + ", store " + dir + ")";
     WorkerRun run = RunAndKill(args, delay);
-    ASSERT_TRUE(run.error.empty()) << "round " << round << " (seed " << seed << "): " << run.error;
-    ++t.kills;
+    ASSERT_TRUE(run.error.empty()) << where << ": " << run.error;
+    // Each worker thread has at most one commit in progress when the kill lands.
+    ASSERT_LE(run.in_doubt.size(), static_cast<std::size_t>(plan.threads)) << where;
 
     // Reopen the store the dead worker left, settle what it left, audit.
     auto opened = litetx::LmdbStore::Open(dir, lo);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     std::shared_ptr<litetx::Store> store = *opened;
+    // Records the kill left open. A commit that returned (ack or fail) has written its outcome
+    // marker, so each of these belongs to a transfer in doubt.
+    auto left = litetx::bank::OpenRecords(*store, 0);
+    ASSERT_TRUE(left.ok()) << left.status().ToString();
+    ASSERT_LE(*left, run.in_doubt.size())
+        << where << ": more records open than transfers in doubt";
     litetx::CollectorOptions go;
     go.older_than = 1ms;
     // Outcome markers are of no use here: erase them at the next run, or every later round
@@ -229,64 +273,98 @@ void RunKillRounds(const Plan& plan) {
       open = *o;
     }
     const litetx::CollectorStats st = gc.stats();
-    t.gc_finished += st.finished;
-    t.gc_reversed += st.reversed;
-    t.gc_failed += st.failed;
+    // Nobody else runs now: the collector settles each record left open exactly once.
+    ASSERT_EQ(st.failed, 0u) << where;
+    ASSERT_EQ(st.finished + st.reversed, *left)
+        << where << ": the collector finished " << st.finished << " and reversed " << st.reversed
+        << " transactions, but the kill left " << *left << " open";
 
     AuditOptions ao;
     ao.acked = run.acked;
+    ao.failed = run.failed;
     ao.in_doubt = run.in_doubt;
+    ao.only_reported = true;
     ao.ledger_scan_prefix = std::string(round_id) + ".";
     ao.base_net = net;
     ao.base_ledger_docs = t.ledger_docs;
     AuditReport rep = litetx::bank::Audit(store, cfg, ao);
-    const std::string where = "round " + std::to_string(round) + " (" + sync + ", " +
-                              std::to_string(plan.threads) + " thread(s)" +
-                              (racing_gc ? ", racing collector" : "") + ", killed " +
-                              std::to_string(delay.count()) + " ms after ready, seed " +
-                              std::to_string(seed) + ", store " + dir + ")";
     ASSERT_TRUE(rep.ok()) << where << ": " << Describe(rep);
+    // The round's committed ledger documents are exactly its acknowledged transfers and the
+    // ones in doubt that were applied; the collector finished only transfers that ended
+    // applied and reversed only ones that did not.
+    ASSERT_EQ(rep.ledger_docs - t.ledger_docs, run.acked.size() + rep.in_doubt_applied) << where;
+    ASSERT_EQ(rep.in_doubt_applied + rep.in_doubt_not_applied, run.in_doubt.size()) << where;
+    ASSERT_EQ(rep.failed_checked, run.failed.size()) << where;
+    ASSERT_LE(st.finished, rep.in_doubt_applied) << where;
+    ASSERT_LE(st.reversed, rep.in_doubt_not_applied) << where;
+
     all_acked.insert(all_acked.end(), run.acked.begin(), run.acked.end());
-    if (round % full_audit_every == 0 || round == rounds) {
-      // The whole ledger again: nothing audited earlier may have changed since.
-      AuditOptions whole;
-      whole.acked = all_acked;
-      AuditReport all = litetx::bank::Audit(store, cfg, whole);
-      ASSERT_TRUE(all.ok()) << where << ", whole ledger: " << Describe(all);
-      ASSERT_EQ(all.ledger_docs, rep.ledger_docs) << where;
-      ASSERT_EQ(all.net, rep.net) << where;
-    }
+    all_failed.insert(all_failed.end(), run.failed.begin(), run.failed.end());
+    all_in_doubt.insert(all_in_doubt.end(), run.in_doubt.begin(), run.in_doubt.end());
     net = rep.net;
     t.ledger_docs = rep.ledger_docs;
     t.rolled_back_ids += rep.placeholders;
     t.acks += run.acked.size();
+    t.failed += run.failed.size();
+    t.in_doubt += run.in_doubt.size();
     t.in_doubt_applied += rep.in_doubt_applied;
     t.in_doubt_not_applied += rep.in_doubt_not_applied;
+    t.left_open += *left;
+    t.gc_finished += st.finished;
+    t.gc_reversed += st.reversed;
     t.rounds = round;
+    if (round % full_audit_every == 0 || round == rounds) {
+      // The whole ledger again: nothing audited earlier may have changed since.
+      AuditOptions whole;
+      whole.acked = all_acked;
+      whole.failed = all_failed;
+      whole.in_doubt = all_in_doubt;
+      whole.only_reported = true;
+      AuditReport all = litetx::bank::Audit(store, cfg, whole);
+      ASSERT_TRUE(all.ok()) << where << ", whole ledger: " << Describe(all);
+      ASSERT_EQ(all.ledger_docs, rep.ledger_docs) << where;
+      ASSERT_EQ(all.ledger_docs, t.acks + t.in_doubt_applied) << where;
+      ASSERT_EQ(all.in_doubt_applied, t.in_doubt_applied) << where;
+      ASSERT_EQ(all.net, rep.net) << where;
+    }
   }
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
   std::printf(
-      "[kill9] %s: rounds %d, kills %d, acks %llu, ledger docs %llu, in-doubt at the kill: "
-      "applied %llu / not applied %llu, rolled-back ledger ids %llu, GC finished %llu, "
-      "reversed %llu, failed %llu, %.1f s\n",
-      plan.name, t.rounds, t.kills, static_cast<unsigned long long>(t.acks),
-      static_cast<unsigned long long>(t.ledger_docs),
+      "[kill9] %s: rounds %d, acks %llu, failed %llu, in doubt at the kill %llu (applied %llu, "
+      "not applied %llu), ledger docs %llu, rolled-back ledger ids %llu, records left open %llu "
+      "(GC finished %llu, reversed %llu), %.1f s\n",
+      plan.name, t.rounds, static_cast<unsigned long long>(t.acks),
+      static_cast<unsigned long long>(t.failed), static_cast<unsigned long long>(t.in_doubt),
       static_cast<unsigned long long>(t.in_doubt_applied),
       static_cast<unsigned long long>(t.in_doubt_not_applied),
+      static_cast<unsigned long long>(t.ledger_docs),
       static_cast<unsigned long long>(t.rolled_back_ids),
+      static_cast<unsigned long long>(t.left_open),
       static_cast<unsigned long long>(t.gc_finished),
-      static_cast<unsigned long long>(t.gc_reversed),
-      static_cast<unsigned long long>(t.gc_failed), seconds);
+      static_cast<unsigned long long>(t.gc_reversed), seconds);
   std::fflush(stdout);
+  if (rounds >= kRoundsForTotals) {
+    // Over this many random kills each kind of outcome occurs (each is seen dozens of times
+    // per run): acknowledged transfers, kills inside a commit that end applied and not
+    // applied, and records the collector had to finish and to reverse.
+    EXPECT_GT(t.acks, 0u);
+    EXPECT_GT(t.in_doubt_applied, 0u);
+    EXPECT_GT(t.in_doubt_not_applied, 0u);
+    EXPECT_GT(t.gc_finished, 0u);
+    EXPECT_GT(t.gc_reversed, 0u);
+    if (plan.contended) {
+      EXPECT_GT(t.failed, 0u);
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
 TEST(Kill9Test, OneThreadWorkerKilledAtRandomLosesNothing) {
-  RunKillRounds({"one thread", 250, 1, 0});
+  RunKillRounds({"one thread", 250, 1, 0, false});
 }
 
 TEST(Kill9Test, TwoThreadWorkerWithRacingCollectorKilledAtRandomLosesNothing) {
-  RunKillRounds({"two threads", 150, 2, 3});
+  RunKillRounds({"two threads", 150, 2, 3, true});
 }
 
 }  // namespace
