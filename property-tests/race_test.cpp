@@ -609,14 +609,14 @@ TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
             }
             a_no_write += any ? 0 : 1;
           } else {
-            // A's held write was its own marker, which landed: B found nothing to do. A counts it
-            // unless the marker's reply was lost (it then re-reads a marker and cannot tell it
-            // was its own).
+            // A's held write was its own marker, which landed: B found nothing to do. A counts it;
+            // when the marker's reply was lost, A re-reads a marker it cannot tell from another
+            // collector's, and today counts nothing (tallied below).
             EXPECT_NE(mode, Hold::kBefore) << where;
             EXPECT_EQ(by_b, 0u) << where;
             if (mode == Hold::kLostReply) {
-              ++marker_reply_lost;
-              EXPECT_EQ(by_a, 0u) << where;
+              EXPECT_LE(by_a, 1u) << where;
+              marker_reply_lost += by_a == 0 ? 1 : 0;
             } else {
               EXPECT_EQ(by_a, 1u) << where;
             }
@@ -630,7 +630,7 @@ TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
               cases, held, held_mid_repair, held_after_marker, alone);
   std::printf("  held mid-repair: B settled it in %d; A's writes after its release refused: claim "
               "%d, document %d, marker %d; A re-read a settled record and wrote nothing in %d; "
-              "A's own marker with a lost reply (counted by neither) %d\n",
+              "A's own marker landed with a lost reply and neither counted it: %d\n",
               b_settled, a_claim_lost, a_doc_write_lost, a_marker_lost, a_no_write, marker_reply_lost);
   EXPECT_GT(held_mid_repair, 0);
   EXPECT_EQ(b_settled, held_mid_repair);
