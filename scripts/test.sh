@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds litetx and runs every test (GoogleTest and RapidCheck suites) under ctest, after the
-# ThreadSanitizer build of the concurrency and stress tests (scripts/tsan.sh; LITETX_TSAN=0
-# skips it). LITETX_LONG=1 runs the long property and stress runs instead of the CI-sized ones.
+# ThreadSanitizer build of the concurrency, collector, race and stress tests (scripts/tsan.sh;
+# LITETX_TSAN=0 skips it). LITETX_LONG=1 runs the long property and stress runs instead of the CI-sized ones.
 export LITETX_LONG="${LITETX_LONG:-0}"
 set -euo pipefail
 cd "$(dirname "$0")/.."
