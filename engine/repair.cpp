@@ -35,9 +35,11 @@ namespace {
 // Rewrites the document at `key` while `txn_id` holds it, to what `settle` makes of it (stamped
 // as a tombstone or placeholder at `now_ms` if it is one), re-reading after every conflict.
 // OK once the document is absent or no longer held by `txn_id`; `what` names the step in errors.
+// `*wrote` (if given) is set once one of its writes is seen to land.
 Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std::int64_t now_ms,
                   const char* what,
-                  const std::function<Result<json::object>(const json::object&, const Meta&)>& settle) {
+                  const std::function<Result<json::object>(const json::object&, const Meta&)>& settle,
+                  bool* wrote = nullptr) {
   Retry retry(env, env.options.max_attempts);
   for (;;) {
     auto g = GetWithRetry(env, key);
@@ -50,6 +52,7 @@ Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std
     if (!next.ok()) return next.status();
     StampTombstoneTime(*next, now_ms);
     auto r = env.store.Replace(key, (*g)->revision, *next);
+    if (r.ok() && wrote != nullptr) *wrote = true;
     if (r.ok() || r.code() == Code::kConflict) continue;  // look again: done, or changed
     if (Transient(r.code()) && retry.Next()) continue;
     return Status::Unavailable(std::string(what) + " " + Where(key) + ": " + r.status().ToString());
@@ -107,7 +110,7 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
 }
 
 Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
-                        std::int64_t now_ms) {
+                        std::int64_t now_ms, bool* undone) {
   return SettleHeld(
       env, key, txn_id, now_ms, "undoing",
       [&](const json::object& held, const Meta& meta) -> Result<json::object> {
@@ -120,7 +123,8 @@ Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_i
         env.log.warn("{}: undoing a write of transaction {} that landed after the transaction "
                      "was over", Where(key), txn_id);
         return Reversed(held, meta, *undo);
-      });
+      },
+      undone);
 }
 
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,

@@ -63,8 +63,10 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
 // landed after its transaction was over: it was never part of any outcome, and is undone from
 // the document's own undo data (UndoOf in engine/worklist.h). OK when done, or when the document
 // no longer references `txn_id`; kCorruption if it has no undo data; kUnavailable.
+// `*undone` (if given) is set when one of its own writes was seen to land, and left alone when
+// the hold had already ended (undone by a writer, or finished by its own coordinator).
 Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
-                        std::int64_t now_ms);
+                        std::int64_t now_ms, bool* undone = nullptr);
 
 // The outcome marker replacing `record` once every document is settled.
 TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms);

@@ -160,9 +160,10 @@ Status Collector::Sweep() {
           it = over.emplace(meta->txn, is_over).first;
         }
         if (!it->second) continue;  // a live or unsettled transaction: the record scan's work
-        Status u = engine::UndoDanglingHold(env, Key{collection, id}, meta->txn, now);
+        bool undid = false;  // false if the hold ended meanwhile by another hand
+        Status u = engine::UndoDanglingHold(env, Key{collection, id}, meta->txn, now, &undid);
         if (u.ok()) {
-          undone_.fetch_add(1);
+          if (undid) undone_.fetch_add(1);
         } else {
           env.log.error("gc {}: {}/{}: {}", options_.name, collection, id, u.ToString());
           fail(u);

@@ -120,6 +120,31 @@ TEST_F(DanglingTest, CollectorSweepUndoesTheHold) {
   EXPECT_EQ(ReadImage(db, "acct", "b").version, V(3));  // held at 2, undone at 3: never down
 }
 
+// The hold ends by another hand between the sweep's read of the document and its undo (here a
+// writer undoes it on the spot while the sweep reads the record): the sweep writes nothing
+// and counts nothing.
+TEST_F(DanglingTest, SweepCountsOnlyTheHoldsItUndidItself) {
+  const std::string id = DanglingTransfer(*this, Engine());
+  auto hook = std::make_shared<HookStore>(mem);
+  int writes = 0;
+  hook->before = [&](const Call& c) -> std::optional<Status> {
+    if (c.is_write()) ++writes;
+    if (c.op == Op::kGet && c.key == TxnKey(id) && c.nth == 1) {
+      litetx::Database writer(mem, Engine());
+      auto r = writer.Commit(Transaction().Adjust("acct", "b", {{"n", 5}}));
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+    }
+    return std::nullopt;
+  };
+  Collector gc(hook, Gc());
+  ASSERT_TRUE(gc.RunOnce().ok());
+  EXPECT_EQ(gc.stats().undone, 0u);
+  EXPECT_EQ(writes, 0);
+  ExpectClean(*mem, {"acct"});
+  litetx::Database db(mem, Engine());
+  EXPECT_EQ(ReadImage(db, "acct", "b").doc, Obj(R"({"n":105,"note":"x"})"));
+}
+
 TEST_F(DanglingTest, LiveHoldsAreLeftToTheirTransaction) {
   // A document held by a live transaction is not the sweep's to touch.
   HoldLive(*mem, {"acct", "live"}, Obj(R"({"n":1})"), 4, "0123456789abcdef01234567",

@@ -83,7 +83,7 @@ struct CollectorStats {
   std::uint64_t reversed = 0;  // uncommitted transactions rolled back
   std::uint64_t failed = 0;    // repair attempts that failed (logged; retried next run)
   std::uint64_t purged = 0;    // tombstones, placeholders and outcome markers erased
-  std::uint64_t undone = 0;    // dangling holds undone by the sweep
+  std::uint64_t undone = 0;    // dangling holds the sweep undid with its own write
   std::uint64_t swept = 0;     // documents the sweep looked at
 };
 
