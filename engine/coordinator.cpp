@@ -698,11 +698,11 @@ Status CommitRun::Rollback(Status reason) {
   for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
     if (it->is_write() && it->sent) all = ReverseOne(*it, retry) && all;
   }
-  if (all && !record_settled_) {
+  if (!all) {
+    env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
+  } else if (!record_settled_) {
     // Never overwrite a marker a collector already wrote: it names who rolled us back.
     MarkDone(TxnState::kAborted, retry);
-  } else {
-    env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
   }
   return reason;
 }
