@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mutation check of the test suites. Each scripts/mutants/<name>.patch breaks the coordinator
-# or the collector in one deliberate way (rolls back a committed transaction, repairs without
-# claiming the record, skips the version check when an apply is retried, reports a settled
-# commit as aborted, reports a flip whose reply was lost as a certain failure). For each one,
+# or the collector in one deliberate way, named by the file (docs/protocol.md §8.3 lists them:
+# rolling back a committed transaction, repairing without a claim, a lost update, a wrong
+# outcome, a guessed "outcome unknown"). For each one,
 # the script builds a scratch copy of this tree with the patch applied, runs the suites under
 # ctest and lists the tests that failed: a mutant is killed when at least one test fails.
 # The unpatched tree is run first and must pass, or nothing the mutants show means anything.
