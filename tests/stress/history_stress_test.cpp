@@ -102,6 +102,29 @@ class TokenSpy final : public litetx::ForwardingStore {
   std::set<std::string> tokens_;
 };
 
+// Makes the wrapped FaultInjectingStore crash `after` landed writes (1 or more) after the
+// commit point: the write that flips a transaction record to "committed".
+class CrashAfterCommitPoint final : public litetx::ForwardingStore {
+ public:
+  CrashAfterCommitPoint(std::shared_ptr<litetx::FaultInjectingStore> target, std::uint64_t after)
+      : ForwardingStore(target), faulty_(std::move(target)), after_(after) {}
+  litetx::Result<litetx::Revision> Replace(const litetx::Key& key, litetx::Revision expected,
+                                           const boost::json::object& value) override {
+    auto r = ForwardingStore::Replace(key, expected, value);
+    const boost::json::value* state = value.if_contains("state");
+    if (r.ok() && key.collection == litetx::kTransactionsCollection && state != nullptr && state->is_string() &&
+        state->get_string() == "committed" && !value.contains("done") && !armed_.exchange(true)) {
+      faulty_->ArmCrash(faulty_->writes() + after_);
+    }
+    return r;
+  }
+
+ private:
+  std::shared_ptr<litetx::FaultInjectingStore> faulty_;
+  std::uint64_t after_;
+  std::atomic<bool> armed_{false};
+};
+
 // One recorded attempt, with what the worker knows of it.
 struct Attempt {
   Txn txn;
@@ -113,7 +136,8 @@ struct ThreadLog {
   std::vector<Attempt> attempts;
   std::map<std::string, std::uint64_t> outcomes;  // kind and outcome -> count
   std::uint64_t done = 0;                          // logical transactions finished
-  std::uint64_t crash_armed = 0, crashed = 0, unexpected = 0;
+  // Crashes armed and happened: [0] before the commit point, [1] after it.
+  std::uint64_t crash_armed[2] = {0, 0}, crashed[2] = {0, 0}, unexpected = 0;
   std::string first_unexpected;
 
   void Expect(bool ok, const litetx::Status& s) {
@@ -269,21 +293,26 @@ void Worker(const Env& env, int thread, std::uint64_t seed, std::uint64_t count,
     };
     std::optional<litetx::Result<litetx::CommitInfo>> r;
     if (crash) {
-      ++log.crash_armed;
+      // A commit of N documents writes its record, applies N documents, flips the record (the
+      // commit point), finishes the N documents and ends the record. Crashes alternate between
+      // one of the first N+1 writes (before the flip, whatever else wrote: the transaction is
+      // rolled back) and one of the N+1 writes after the flip (it committed).
+      const int after = (log.crash_armed[0] + log.crash_armed[1]) % 2 == 1 ? 1 : 0;
+      ++log.crash_armed[after];
+      const std::uint64_t n = keys.size();
       litetx::FaultOptions fo;
       fo.seed = rng();
       fo.crash_mode = litetx::CrashMode::kThrow;
-      // A commit of N documents writes its record, applies N documents, flips the record at
-      // write N+2 (the commit point), clears the N documents and ends the record: 2N+3 writes.
-      // Crashes alternate between a write before the flip and one at or after it.
-      const std::uint64_t n = keys.size();
-      fo.crash_after_writes = log.crash_armed % 2 == 1 ? 1 + rng() % (n + 1) : n + 2 + rng() % (n + 2);
-      litetx::Database crashing(std::make_shared<litetx::FaultInjectingStore>(env.store, fo), env.options);
+      if (after == 0) fo.crash_after_writes = 1 + rng() % (n + 1);
+      auto faulty = std::make_shared<litetx::FaultInjectingStore>(env.store, fo);
+      std::shared_ptr<litetx::Store> through = faulty;
+      if (after == 1) through = std::make_shared<CrashAfterCommitPoint>(faulty, 1 + rng() % (n + 1));
+      litetx::Database crashing(through, env.options);
       try {
         r = crashing.Run(fn, opts);
       } catch (const litetx::SimulatedCrash&) {
-        ++log.crashed;
-        ++log.outcomes["rmw run crashed"];
+        ++log.crashed[after];
+        ++log.outcomes[after ? "rmw run crashed after its commit point" : "rmw run crashed before its commit point"];
         if (!attempts.empty()) attempts.back().txn.status = TxnStatus::kUnknown;
         for (auto& a : attempts) log.attempts.push_back(std::move(a));
         continue;
@@ -374,7 +403,7 @@ void Round(std::uint64_t seed, std::uint64_t per_thread) {
     resolved.AddInitial(Key(i), "init/" + Key(i), initial_versions[Key(i)]);
   }
   std::map<std::string, std::uint64_t> outcomes;
-  std::uint64_t unexpected = 0, done = 0, armed = 0, crashed = 0;
+  std::uint64_t unexpected = 0, done = 0, armed[2] = {0, 0}, crashed[2] = {0, 0};
   std::uint64_t unknown = 0, unknown_committed = 0, unresolved = 0;
   std::string first_unexpected, first_unresolved;
   std::map<std::string, std::int64_t> rmw_writers;  // key -> committed read-modify-write runs
@@ -384,18 +413,15 @@ void Round(std::uint64_t seed, std::uint64_t per_thread) {
     for (const auto& [k, n] : log.outcomes) outcomes[k] += n;
     unexpected += log.unexpected;
     done += log.done;
-    armed += log.crash_armed;
-    crashed += log.crashed;
+    for (int k : {0, 1}) {
+      armed[k] += log.crash_armed[k];
+      crashed[k] += log.crashed[k];
+    }
     if (first_unexpected.empty()) first_unexpected = log.first_unexpected;
     for (auto& a : log.attempts) {
       Txn& t = a.txn;
       std::map<std::string, std::string> last_of;  // key -> last token, to spot intermediates
       for (const auto& op : t.ops) if (op.kind == OpKind::kWrite) last_of[op.key] = op.token;
-      for (const auto& op : t.ops) {
-        if (op.kind != OpKind::kWrite || !stored.contains(op.token)) continue;
-        if (t.status == TxnStatus::kAborted) ++stored_aborted;
-        if (last_of[op.key] != op.token) ++stored_intermediate;
-      }
       Txn now = t;
       if (t.status == TxnStatus::kUnknown) {
         ++unknown;
@@ -411,6 +437,11 @@ void Round(std::uint64_t seed, std::uint64_t per_thread) {
             first_unresolved = t.id + " (" + a.txn_id + "): " + (o.ok() ? litetx::TxnOutcomeName(*o) : o.status().ToString());
           }
         }
+      }
+      for (const auto& op : t.ops) {
+        if (op.kind != OpKind::kWrite || !stored.contains(op.token)) continue;
+        if (now.status == TxnStatus::kAborted) ++stored_aborted;
+        if (last_of[op.key] != op.token) ++stored_intermediate;
       }
       if (now.status == TxnStatus::kCommitted && a.rmw) {
         for (const auto& [k, tok] : last_of) ++rmw_writers[k];
@@ -429,12 +460,14 @@ void Round(std::uint64_t seed, std::uint64_t per_thread) {
   for (const auto& [k, n] : outcomes) outs += (outs.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("[stress] history: %llu transactions in %.1f s, %zu attempts recorded; as seen: %s\n"
               "[stress] history, outcomes resolved: %s\n"
-              "[stress] history: crashes %llu of %llu armed; unknown %llu, of which committed %llu (Outcome); "
-              "writes of aborted attempts that reached the store %llu, intermediate writes that reached it %llu; "
+              "[stress] history: crashes before the commit point %llu of %llu armed, after it %llu of %llu; unknown "
+              "%llu, of which committed %llu (Outcome); "
+              "writes of rolled-back attempts that reached the store %llu, intermediate writes that reached it %llu; "
               "transient faults injected %llu; checks took %.2f s; outcomes: %s\n",
               static_cast<unsigned long long>(done), secs, raw.size(), rep.Summary().c_str(),
-              rep_resolved.Summary().c_str(), static_cast<unsigned long long>(crashed),
-              static_cast<unsigned long long>(armed), static_cast<unsigned long long>(unknown),
+              rep_resolved.Summary().c_str(), static_cast<unsigned long long>(crashed[0]),
+              static_cast<unsigned long long>(armed[0]), static_cast<unsigned long long>(crashed[1]),
+              static_cast<unsigned long long>(armed[1]), static_cast<unsigned long long>(unknown),
               static_cast<unsigned long long>(unknown_committed), static_cast<unsigned long long>(stored_aborted),
               static_cast<unsigned long long>(stored_intermediate),
               static_cast<unsigned long long>(store->transient_faults()), check_secs, outs.c_str());
@@ -448,11 +481,14 @@ void Round(std::uint64_t seed, std::uint64_t per_thread) {
   EXPECT_EQ(done, per_thread * kThreads) << "the workers stopped at the " << stress::Seconds(cap) << " s cap";
   EXPECT_EQ(unmapped.load(), 0u) << "commits whose versions did not map to their documents";
   EXPECT_EQ(rep.unplaced_recorded, 0u) << "committed writes without a place in the version order";
-  EXPECT_GT(stored_aborted, 0u) << "no write of an aborted attempt reached the store: G1a was never exercised";
-  EXPECT_GE(armed, static_cast<std::uint64_t>(kThreads)) << "too few crashes armed";
-  EXPECT_EQ(crashed, armed) << "an armed crash did not happen";
+  EXPECT_GT(stored_aborted, 0u) << "no write of a rolled-back attempt reached the store: G1a was never exercised";
+  EXPECT_GE(armed[0] + armed[1], static_cast<std::uint64_t>(kThreads)) << "too few crashes armed";
+  // A crash before the commit point always meets its write; one after it needs the coordinator
+  // to land its writes after the flip, which a waiter that finished a document first can take.
+  EXPECT_EQ(crashed[0], armed[0]) << "an armed crash did not happen";
+  EXPECT_GE(crashed[1], 1u) << "no crash after a commit point happened";
   EXPECT_EQ(unresolved, 0u) << "an unknown outcome not settled: " << first_unresolved;
-  EXPECT_GE(unknown_committed, 1u) << "no crashed transaction committed: unknown writers were never exercised";
+  EXPECT_GE(unknown_committed, crashed[1]) << "a transaction that crashed after its commit point did not commit";
   EXPECT_GE(rep.unknown_committed, 1u) << "no write of an unknown-status transaction was read";
   EXPECT_LE(rep.unknown_committed, unknown_committed) << "the checker took an aborted transaction for committed";
   for (const char* k : {"read ok", "read-only run ok", "rmw run ok", "rmw run failed_precondition", "blind commit ok",
