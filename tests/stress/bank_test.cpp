@@ -1,18 +1,26 @@
 // tests/stress/bank_test.cpp — the Jepsen-style bank (workload in bank_workload.h):
-// 8 accounts holding 100 in all, transfers of 1..5 through Database::Run from several threads,
-// about 1 % of them through a coordinator that crashes after a random write, a background
-// collector with a 200 ms lease repairing them (and any live transaction slower than that),
-// and reader threads whose every committed serializable read of all 8 accounts must sum to
-// exactly 100 with no negative balance. (More crashes starve the serializable readers: a check
-// waits out a crashed holder's lease while the other accounts move on.)
-//   ThreadsOnMemoryStore: 4 transfer threads and 2 readers in this process (plus a
-//     read-committed reader whose skewed sums — read skew, allowed there — are only counted).
+// 8 accounts holding 100 in all, transfers of 1..5 made three ways (Run with Adjust, Run with
+// read-modify-write Updates, Read and then a Commit guarded by the versions read), each with a
+// receipt inserted in the same transaction, from several threads; every 50th (memory) or 25th
+// (LMDB) transfer of a writer runs through a coordinator that crashes after a random write, and
+// a background collector with a 200 ms lease repairs them (and any live transaction slower
+// than that); reader threads' every committed serializable read of all 8 accounts must sum to
+// exactly 100 with no negative balance.
+//   ThreadsOnMemoryStore: 4 transfer threads of 500 transfers and 2 readers in this process
+//     (plus a read-committed reader whose skewed sums — read skew, allowed there — are only
+//     counted).
 //   TwoProcessesOnLmdb: this process and a child (stress_bank_worker) run the workload on one
-//     LMDB store at the same time, each with its own collector; the child reports violations
-//     through its exit code.
+//     LMDB store at the same time, 2 writers of 200 transfers and 1 reader each, each with its
+//     own collector; the child checks the same things in itself and reports through its exit
+//     code.
+// Each process asserts: no violation and no unexpected outcome; all its transfers made (within a
+// 90 s cap), each way of transferring committed some, some refused for insufficient funds, its
+// readers committed a minimum of serializable reads, the crashes armed happened; every transfer
+// it saw commit has its receipt and every one it saw fail has none.
 // Both end with a collector pass that treats every record as abandoned and an audit: sum 100,
-// no negative balance, no document still referenced by a transaction ("_ltx.tx"), no open
-// transaction record. 4 s each in CI; LITETX_LONG=1 runs 2 minutes each.
+// no negative balance, every account's balance and count of transfers equal to what the
+// receipts say (a lost update breaks this), no document still referenced by a transaction
+// ("_ltx.tx"), no open transaction record. LITETX_LONG=1 runs 30 times as many transfers.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -38,14 +46,18 @@ namespace {
 using namespace std::chrono_literals;
 using stress::Ms;
 
-stress::bank::Config BankConfig() {
+stress::bank::Config BankConfig(std::uint64_t transfers, std::uint64_t crash_every, std::uint64_t min_reads) {
   stress::bank::Config cfg;
-  cfg.crash_rate = 0.01;
+  cfg.transfers = transfers;
+  cfg.crash_every = crash_every;
+  cfg.min_reads = min_reads;
   cfg.options.lease = 200ms;  // crashed coordinators are repaired quickly
   cfg.options.retry_backoff = {1ms, 20ms};
   cfg.run.timeout = 3s;
   return cfg;
 }
+
+Ms Cap() { return stress::LongRun() ? Ms(1800s) : Ms(90s); }
 
 litetx::CollectorOptions GcOptions(const stress::bank::Config& cfg, std::string name) {
   litetx::CollectorOptions co;
@@ -55,47 +67,55 @@ litetx::CollectorOptions GcOptions(const stress::bank::Config& cfg, std::string 
   return co;
 }
 
-// The invariants every bank run must leave behind, once settled.
+// The invariants every bank run must leave behind, once settled. `committed`: transfers the
+// processes saw commit (the receipts hold at least those).
 void FinalAudit(const std::shared_ptr<litetx::Store>& store, const stress::bank::Config& cfg,
-                const char* name) {
+                std::uint64_t committed, const char* name) {
   const std::uint64_t open = stress::Settle(store);
   EXPECT_EQ(open, 0u) << "records still open after the settling collector passes";
-  const stress::StoreAudit sa = stress::AuditStore(*store, {cfg.collection});
+  const stress::StoreAudit sa = stress::AuditStore(*store, {cfg.collection, stress::bank::ReceiptCollection(cfg)});
   EXPECT_TRUE(sa.clean()) << sa.ToString();
-  EXPECT_EQ(sa.documents, static_cast<std::uint64_t>(stress::bank::kAccounts));
   litetx::Database db(store, cfg.options);
   const stress::bank::Audit a = stress::bank::AuditAccounts(db, cfg);
   EXPECT_TRUE(a.error.empty()) << a.error;
   EXPECT_EQ(a.total, stress::bank::kTotal) << "balances " << a.balances;
   EXPECT_EQ(a.negative, 0) << "balances " << a.balances;
-  std::printf("[stress] bank %s audit: total %lld, balances [%s], %s\n", name,
-              static_cast<long long>(a.total), a.balances.c_str(), sa.ToString().c_str());
+  EXPECT_TRUE(a.mismatch.empty()) << "accounts disagree with the receipts (lost update?): " << a.mismatch;
+  EXPECT_GE(a.receipts, committed) << "fewer receipts than transfers seen committed";
+  std::printf("[stress] bank %s audit: total %lld, balances [%s], receipts %llu (transfers seen committed %llu), "
+              "accounts agreeing with the receipts: %s; %s\n",
+              name, static_cast<long long>(a.total), a.balances.c_str(), static_cast<unsigned long long>(a.receipts),
+              static_cast<unsigned long long>(committed), a.mismatch.empty() ? "all" : a.mismatch.c_str(),
+              sa.ToString().c_str());
 }
 
-// `require_reads`: at least one serializable read must have committed. Readers can be starved
-// for seconds while crashed transfers hold accounts (a check waits out the holder's lease while
-// the other accounts move on), so a process with a single reader only reports it.
-void ExpectHealthy(const stress::bank::Stats& st, bool require_reads) {
+// What each process asserts about its own run.
+void ExpectHealthy(litetx::Database& db, const stress::bank::Config& cfg, stress::bank::Stats& st, int writers,
+                   const char* name) {
   EXPECT_EQ(st.violations.load(), 0u) << st.first_violation;
   EXPECT_EQ(st.unexpected.load(), 0u) << st.first_unexpected;
-  EXPECT_GT(st.committed.load(), 0u) << "no transfer committed: the test checked nothing";
-  if (require_reads) {
-    EXPECT_GT(st.reads_ok.load(), 0u) << "no serializable read committed: the test checked nothing";
-  } else if (st.reads_ok.load() == 0) {
-    std::printf("[stress] note: no serializable read committed in this process (starved)\n");
-  }
-  // An armed crash does not happen if the transfer is refused or writes less than its crash
-  // point; at least a quarter of them do.
-  if (st.crash_armed.load() >= 30) {
-    EXPECT_GT(st.crashed.load(), 0u) << st.crash_armed.load() << " crashes armed, none happened";
-  }
+  const std::uint64_t n = static_cast<std::uint64_t>(writers);
+  EXPECT_GE(st.transfers.load(), n * cfg.transfers) << "the writers stopped at the cap";
+  EXPECT_GE(st.reads_ok.load(), cfg.min_reads) << "too few serializable reads committed before the cap";
+  EXPECT_GT(st.by_mode[stress::bank::kAdjust].load(), 0u) << "no Adjust transfer committed";
+  EXPECT_GT(st.by_mode[stress::bank::kUpdate].load(), 0u) << "no read-modify-write transfer committed";
+  EXPECT_GT(st.by_mode[stress::bank::kVersioned].load(), 0u) << "no versioned commit committed";
+  EXPECT_GT(st.refused.load(), 0u) << "no transfer refused: the non-negative rule was never exercised";
+  // A crash is armed every crash_every transfers of a writer and stays armed until a transfer
+  // writes enough to meet it: at most one per writer is left over.
+  EXPECT_GE(st.crash_armed.load(), n * (cfg.transfers / cfg.crash_every));
+  EXPECT_GE(st.crashed.load() + n, st.crash_armed.load()) << "armed crashes did not happen";
+  std::uint64_t checked = 0;
+  const std::string ledger = stress::bank::CheckKnownOutcomes(db, cfg, st, &checked);
+  EXPECT_TRUE(ledger.empty()) << ledger;
+  std::printf("[stress] bank %s: %llu known outcomes checked against the receipts: %s\n", name,
+              static_cast<unsigned long long>(checked), ledger.empty() ? "all agree" : ledger.c_str());
 }
 
 TEST(BankStress, ThreadsOnMemoryStore) {
   const std::uint64_t seed = stress::Seed("bank (memory)");
-  const Ms duration = stress::Duration(4s, 120s);
   auto store = std::make_shared<litetx::MemoryStore>();
-  const stress::bank::Config cfg = BankConfig();
+  const stress::bank::Config cfg = BankConfig(stress::Count(500, 15000), 50, 50);
   litetx::Database db(store, cfg.options);
   ASSERT_TRUE(stress::bank::CreateAccounts(db, cfg).ok());
   litetx::Collector gc(store, GcOptions(cfg, "gc-bank"));
@@ -104,37 +124,39 @@ TEST(BankStress, ThreadsOnMemoryStore) {
   // Readers: 2 serializable (checked) and 1 read committed (skewed sums counted, not errors).
   constexpr int kWriters = 4, kReaders = 3;
   stress::bank::Stats st;
+  st.writers_running = kWriters;
   std::atomic<bool> stop{false};
   const auto started = stress::SteadyClock::now();
   stress::RunFor(
       kWriters + kReaders,
       [&](int i) {
         if (i < kWriters) {
-          stress::bank::TransferLoop(store, db, cfg, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
+          stress::bank::TransferLoop(store, db, cfg, i, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
         } else {
           stress::bank::ReaderLoop(db, cfg, stop, st, /*serializable=*/i + 1 < kWriters + kReaders);
         }
       },
-      stop, duration, 60s, "bank (memory) workers");
+      stop, Cap(), 60s, "bank (memory) workers");
   const double secs = stress::Seconds(stress::SteadyClock::now() - started);
   gc.Stop();
   const auto gs = gc.stats();
-  std::printf("[stress] bank (memory, %d writers, %d readers incl. 1 read-committed, crash rate %.2f, %.1f s): %s; "
-              "collector finished %llu, reversed %llu\n",
-              kWriters, kReaders, cfg.crash_rate, secs, st.Summary(secs).c_str(),
+  std::printf("[stress] bank (memory, %d writers, %d readers incl. 1 read-committed, a crash every %llu transfers, %.1f s): "
+              "%s; collector finished %llu, reversed %llu\n",
+              kWriters, kReaders, static_cast<unsigned long long>(cfg.crash_every), secs, st.Summary(secs).c_str(),
               static_cast<unsigned long long>(gs.finished), static_cast<unsigned long long>(gs.reversed));
-  ExpectHealthy(st, /*require_reads=*/true);
-  FinalAudit(store, cfg, "(memory)");
+  ExpectHealthy(db, cfg, st, kWriters, "(memory)");
+  FinalAudit(store, cfg, st.committed.load(), "(memory)");
 }
 
 TEST(BankStress, TwoProcessesOnLmdb) {
   const std::uint64_t seed = stress::Seed("bank (two processes, LMDB)");
-  const Ms duration = stress::Duration(4s, 120s);
   std::string dir = (std::filesystem::temp_directory_path() / "litetx-stress-bank-XXXXXX").string();
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   litetx::LmdbOptions lo;
   lo.durability = litetx::LmdbDurability::kNoSync;
-  const stress::bank::Config cfg = BankConfig();
+  stress::bank::Config cfg = BankConfig(stress::Count(200, 6000), 25, 20);
+  cfg.tag = "p";
+  constexpr int kWriters = 2, kReaders = 1;
   {
     auto opened = litetx::LmdbStore::Open(dir, lo);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -143,10 +165,12 @@ TEST(BankStress, TwoProcessesOnLmdb) {
     ASSERT_TRUE(stress::bank::CreateAccounts(db, cfg).ok());
 
     // The child: the same workload in another process, on the same directory.
-    std::vector<std::string> args = {LITETX_STRESS_WORKER, "--store", dir, "--seed",
-                                     std::to_string(seed + 1), "--duration-ms",
-                                     std::to_string(duration.count()), "--writers", "2",
-                                     "--readers", "1", "--crash-rate", "0.01",
+    std::vector<std::string> args = {LITETX_STRESS_WORKER, "--store", dir, "--seed", std::to_string(seed + 1),
+                                     "--tag", "c", "--transfers", std::to_string(cfg.transfers),
+                                     "--crash-every", std::to_string(cfg.crash_every),
+                                     "--min-reads", std::to_string(cfg.min_reads),
+                                     "--cap-ms", std::to_string(Cap().count()),
+                                     "--writers", std::to_string(kWriters), "--readers", std::to_string(kReaders),
                                      "--lease-ms", std::to_string(cfg.options.lease.count())};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -157,25 +181,25 @@ TEST(BankStress, TwoProcessesOnLmdb) {
 
     litetx::Collector gc(store, GcOptions(cfg, "gc-parent"));
     gc.Start();
-    constexpr int kWriters = 2, kReaders = 1;
     stress::bank::Stats st;
+    st.writers_running = kWriters;
     std::atomic<bool> stop{false};
     const auto started = stress::SteadyClock::now();
     stress::RunFor(
         kWriters + kReaders,
         [&](int i) {
           if (i < kWriters) {
-            stress::bank::TransferLoop(store, db, cfg, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
+            stress::bank::TransferLoop(store, db, cfg, i, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
           } else {
             stress::bank::ReaderLoop(db, cfg, stop, st);
           }
         },
-        stop, duration, 60s, "bank (LMDB) parent workers");
+        stop, Cap(), 60s, "bank (LMDB) parent workers");
     const double secs = stress::Seconds(stress::SteadyClock::now() - started);
 
-    // Wait for the child (it stops after the same duration), with a watchdog.
+    // Wait for the child (it is as big and has the same cap), with a watchdog.
     int status = 0;
-    const auto until = stress::SteadyClock::now() + 60s;
+    const auto until = stress::SteadyClock::now() + Cap() + 60s;
     pid_t w = 0;
     while ((w = ::waitpid(child, &status, WNOHANG)) == 0 && stress::SteadyClock::now() < until) {
       std::this_thread::sleep_for(10ms);
@@ -183,21 +207,21 @@ TEST(BankStress, TwoProcessesOnLmdb) {
     if (w == 0) {
       ::kill(child, SIGKILL);
       ::waitpid(child, &status, 0);
-      ADD_FAILURE() << "WATCHDOG: the child worker did not end within 60 s of its stop time";
+      ADD_FAILURE() << "WATCHDOG: the child worker did not end within 60 s of its cap";
     } else {
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          << "child worker status " << status << " (exit code "
-          << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
-          << "; 1 = a committed read saw a violation, 4 = an unexpected outcome)";
+          << "child worker status " << status << " (exit code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+          << "; 1 = a committed read saw a violation, 4 = an unexpected outcome, 5 = the workload did not reach "
+             "its size or its crashes, 6 = a known outcome disagrees with the receipts)";
     }
     gc.Stop();
     const auto gs = gc.stats();
-    std::printf("[stress] bank parent (LMDB, %d writers, %d readers, crash rate %.2f, %.1f s): %s; "
+    std::printf("[stress] bank parent (LMDB, %d writers, %d readers, a crash every %llu transfers, %.1f s): %s; "
                 "collector finished %llu, reversed %llu\n",
-                kWriters, kReaders, cfg.crash_rate, secs, st.Summary(secs).c_str(),
+                kWriters, kReaders, static_cast<unsigned long long>(cfg.crash_every), secs, st.Summary(secs).c_str(),
                 static_cast<unsigned long long>(gs.finished), static_cast<unsigned long long>(gs.reversed));
-    ExpectHealthy(st, /*require_reads=*/false);
-    FinalAudit(store, cfg, "(two processes, LMDB)");
+    ExpectHealthy(db, cfg, st, kWriters, "parent (LMDB)");
+    FinalAudit(store, cfg, st.committed.load(), "(two processes, LMDB)");
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -5,11 +5,21 @@
 // from the reads (payer - 1, payee + 1); half of the picks fall on 10 hot accounts. The store
 // injects rare transient failures (so some transactions roll back or report kUnavailable) and a
 // collector runs. A validator thread meanwhile reads all 100 accounts in one serializable Run;
-// each committed read must total 10000. At the end, with every thread stopped and the store
-// settled, the anomaly score |expected total - counted total| / operations (operations =
-// committed transactions) must be exactly 0 and no balance negative.
-// 2.5 s in CI; LITETX_LONG=1 runs 40 rounds of 3 s, each on a fresh store.
+// each committed read must total 10000.
+//
+// Bounded by count, not time: the round ends once the validator has committed kValidations
+// validations and the workers have started kValidations * kOpsPerValidation transactions. The
+// workers may run at most kOpsPerValidation transactions ahead of the validations committed so
+// far and then wait for the next one (a serializable read of 100 accounts commits only in a gap
+// between transfers, which the workers would otherwise rarely leave on 2 busy cores or under
+// ThreadSanitizer). A round that does not get there within 90 s fails.
+// At the end, with every thread stopped and the store settled, the anomaly score |expected total
+// - counted total| / operations (operations = committed transactions) must be exactly 0 and no
+// balance negative. 20 validations and 2400 transactions in CI (well under a second natively);
+// LITETX_LONG=1 runs 40 rounds of 200 validations, each on a fresh store.
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <string>
 
@@ -28,6 +38,7 @@ constexpr int kAccounts = 100;
 constexpr std::int64_t kInitial = 100;
 constexpr std::int64_t kTotal = kAccounts * kInitial;
 constexpr int kHot = 10;
+constexpr std::uint64_t kOpsPerValidation = 120;
 const std::string kColl = "stress.ce";
 
 std::string Id(int i) { return "c" + std::to_string(i); }
@@ -41,10 +52,43 @@ std::int64_t BalanceOf(const litetx::ReadResult& r) {
 struct Counters {
   std::atomic<std::uint64_t> ops{0}, attempts{0}, empty{0}, unavailable{0}, gave_up{0}, unexpected{0};
   std::atomic<std::uint64_t> validations{0}, validations_failed{0}, bad_validations{0};
+  // Committed validations whose committed attempt saw transfers commit while it ran; attempts;
+  // attempts whose reads did not total 10000 (each must fail to commit).
+  std::atomic<std::uint64_t> validations_overlapped{0}, validation_attempts{0}, skewed_attempts{0};
 };
 
-// One round on a fresh store.
-void Round(std::uint64_t seed, stress::Ms duration) {
+// Lets the workers run at most kOpsPerValidation transactions ahead of the validations.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t issued = 0, validations = 0;
+  bool done = false;
+
+  // A worker's ticket for one more transaction; false when the round is over.
+  bool Enter(const std::atomic<bool>& stop) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return stop || done || issued < (validations + 1) * kOpsPerValidation; });
+    if (stop || done) return false;
+    ++issued;
+    return true;
+  }
+  // The validator committed one more; true once the round has reached its size.
+  bool Validated(std::uint64_t target) {
+    std::lock_guard<std::mutex> l(mu);
+    ++validations;
+    done = validations >= target && issued >= target * kOpsPerValidation;
+    cv.notify_all();
+    return done;
+  }
+  void Finish() {
+    std::lock_guard<std::mutex> l(mu);
+    done = true;
+    cv.notify_all();
+  }
+};
+
+// One round on a fresh store, of `target` validations.
+void Round(std::uint64_t seed, std::uint64_t target) {
   auto base = std::make_shared<litetx::MemoryStore>();
   litetx::FaultOptions fo;
   fo.seed = seed;
@@ -77,6 +121,8 @@ void Round(std::uint64_t seed, stress::Ms duration) {
     if (where->empty()) *where = what;
   };
   std::atomic<bool> stop{false};
+  Gate gate;
+  const stress::Ms cap = 90s;
   const auto started = stress::SteadyClock::now();
   stress::RunFor(
       kWorkers + 1,
@@ -86,14 +132,18 @@ void Round(std::uint64_t seed, stress::Ms duration) {
           vo.serializable = true;
           while (!stop) {
             std::int64_t sum = 0;
+            std::uint64_t ops_before = 0;
             auto r = db.Run(
                 [&](TxnContext& tx) -> Status {
+                  ++c.validation_attempts;
+                  ops_before = c.ops.load();
                   sum = 0;
                   for (int i = 0; i < kAccounts; ++i) {
                     auto d = tx.Get(kColl, Id(i));
                     if (!d.ok()) return d.status();
                     sum += BalanceOf(*d);
                   }
+                  if (sum != kTotal) ++c.skewed_attempts;
                   return Status::Ok();
                 },
                 vo);
@@ -102,17 +152,20 @@ void Round(std::uint64_t seed, stress::Ms duration) {
               continue;
             }
             ++c.validations;
+            if (c.ops.load() > ops_before) ++c.validations_overlapped;
             if (sum != kTotal) {
               ++c.bad_validations;
               note(&first_bad, "committed serializable read totalled " + std::to_string(sum));
             }
+            if (gate.Validated(target)) break;
           }
+          gate.Finish();  // wakes workers waiting at the gate when `stop` ended the round
           return;
         }
         std::mt19937_64 rng(seed * 7919 + static_cast<std::uint64_t>(t));
         std::uniform_int_distribution<int> any(0, kAccounts - 1), hot(0, kHot - 1);
         std::bernoulli_distribution pick_hot(0.5);
-        while (!stop) {
+        while (gate.Enter(stop)) {
           const int from = pick_hot(rng) ? hot(rng) : any(rng);
           int to = from;
           while (to == from) to = pick_hot(rng) ? hot(rng) : any(rng);
@@ -149,7 +202,7 @@ void Round(std::uint64_t seed, stress::Ms duration) {
           }
         }
       },
-      stop, duration, 60s, "closed-economy workers");
+      stop, cap, 60s, "closed-economy workers");
   const double secs = stress::Seconds(stress::SteadyClock::now() - started);
   gc.Stop();
   EXPECT_EQ(stress::Settle(base), 0u);
@@ -169,15 +222,28 @@ void Round(std::uint64_t seed, stress::Ms duration) {
   const std::uint64_t ops = c.ops.load();
   const double score = ops > 0 ? static_cast<double>(counted > kTotal ? counted - kTotal : kTotal - counted) / static_cast<double>(ops) : 0.0;
   std::printf("[stress] closed-economy: %d accounts, %d threads, %.1f s: ops %llu (%.0f ops/s, abort rate %.3f "
-              "retries per op), empty payer %llu, unavailable %llu, gave up %llu; validations committed %llu, "
-              "failed %llu; transient faults injected %llu; expected total %lld, counted %lld, anomaly score %.6f\n",
+              "retries per op), empty payer %llu, unavailable %llu, gave up %llu; validations committed %llu "
+              "(%llu of them overlapping committed transfers; %llu attempts, %llu of which read a total other than "
+              "10000), failed %llu; transient faults "
+              "injected %llu; expected total %lld, counted %lld, anomaly score %.6f\n",
               kAccounts, kWorkers, secs, static_cast<unsigned long long>(ops), static_cast<double>(ops) / secs,
               ops > 0 ? static_cast<double>(c.attempts.load()) / static_cast<double>(ops) - 1 : 0.0,
               static_cast<unsigned long long>(c.empty.load()), static_cast<unsigned long long>(c.unavailable.load()),
               static_cast<unsigned long long>(c.gave_up.load()), static_cast<unsigned long long>(c.validations.load()),
+              static_cast<unsigned long long>(c.validations_overlapped.load()),
+              static_cast<unsigned long long>(c.validation_attempts.load()),
+              static_cast<unsigned long long>(c.skewed_attempts.load()),
               static_cast<unsigned long long>(c.validations_failed.load()),
               static_cast<unsigned long long>(store->transient_faults()), static_cast<long long>(kTotal),
               static_cast<long long>(counted), score);
+  // The round reached its size: the validator checked `target` committed serializable reads
+  // against the transfers started meanwhile.
+  EXPECT_GE(c.validations.load(), target) << "the validator did not commit " << target << " validations within "
+                                          << stress::Seconds(cap) << " s";
+  EXPECT_GE(gate.issued, target * kOpsPerValidation) << "the workers did not start their transfers within the cap";
+  EXPECT_GE(ops, target * kOpsPerValidation * 9 / 10) << "too few transfers committed";
+  EXPECT_GE(c.skewed_attempts.load(), 1u) << "no validation attempt read an inconsistent total: the serializable "
+                                             "check at commit was never put to the test";
   EXPECT_GT(ops, 0u);
   EXPECT_EQ(counted, kTotal);
   EXPECT_EQ(score, 0.0);
@@ -189,7 +255,8 @@ void Round(std::uint64_t seed, stress::Ms duration) {
 TEST(ClosedEconomy, AnomalyScoreIsZero) {
   const std::uint64_t seed = stress::Seed("closed-economy");
   const int rounds = stress::Rounds(40);
-  for (int r = 0; r < rounds && !HasFailure(); ++r) Round(seed + static_cast<std::uint64_t>(r), stress::Duration(2500ms, 3s));
+  const std::uint64_t validations = stress::Count(20, 200);
+  for (int r = 0; r < rounds && !HasFailure(); ++r) Round(seed + static_cast<std::uint64_t>(r), validations);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 // restored, the record turned into an "aborted" outcome marker with no worklist). The read must
 // return the restored document (or re-read it), not kCorruption ("... held by transaction X
 // whose worklist does not name it"). Seen in ClosedEconomy.AnomalyScoreIsZero and
-// HistoryStress.NoLostUpdateG1aOrG1b, where conflicting commits roll back while others read.
+// HistoryStress.NoLostUpdateG1G2OrStaleRead, where conflicting commits roll back while others read.
 #include <functional>
 #include <memory>
 

@@ -2,7 +2,8 @@
 // that the worker process can use them too:
 //   * run length: CI-sized by default, much longer with LITETX_LONG_TESTS=ON at configure time
 //     or LITETX_LONG=1 at run time (the convention of tests/kill9); LITETX_STRESS_MS=N sets
-//     every test's (round's) duration, LITETX_STRESS_ROUNDS=N the rounds of high-rate tests;
+//     the duration of every time-bound test (round), LITETX_STRESS_SCALE=N multiplies the
+//     size of every count-bound one, LITETX_STRESS_ROUNDS=N sets the rounds of high-rate tests;
 //   * seeds: LITETX_STRESS_SEED=N replays a run's random choices (thread interleavings still
 //     vary); every test prints the seed it used;
 //   * RunFor: threads run for a duration, then a watchdog join: threads that do not end
@@ -15,6 +16,7 @@
 // Thread safety: free functions; RunFor's callback runs on many threads at once.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -58,6 +60,12 @@ inline Ms Duration(Ms ci, Ms long_run) {
 // marker of every transaction for an hour).
 inline int Rounds(int long_rounds) {
   return static_cast<int>(EnvU64("LITETX_STRESS_ROUNDS", LongRun() ? static_cast<std::uint64_t>(long_rounds) : 1));
+}
+
+// The size of a count-bound workload (transactions, transfers, validations): `ci` by default,
+// `long_run` in long runs, times LITETX_STRESS_SCALE if set (an integer, default 1).
+inline std::uint64_t Count(std::uint64_t ci, std::uint64_t long_run) {
+  return (LongRun() ? long_run : ci) * std::max<std::uint64_t>(1, EnvU64("LITETX_STRESS_SCALE", 1));
 }
 
 // The seed of a test: LITETX_STRESS_SEED or a random one; printed for replay.
