@@ -67,6 +67,15 @@ void WriteAll(int fd, const std::string& data) {
   }
 }
 
+// One read of a ready pipe, appended to `sink`: the read's result (> 0 data, 0 end of file,
+// < 0 an error, errno set; EINTR means try again).
+ssize_t ReadInto(int fd, std::string* sink) {
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n > 0) sink->append(buf, static_cast<std::size_t>(n));
+  return n;
+}
+
 // Children started and not yet finished; TearDown kills them if a test stopped early.
 std::vector<pid_t>& Live() {
   static std::vector<pid_t> live;
@@ -142,11 +151,8 @@ bool WaitForStderr(Child& c, const std::string& text, std::chrono::milliseconds 
     std::string* sinks[2] = {&c.out_read, &c.err_read};
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<std::size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
+      ssize_t n = ReadInto(fds[i].fd, sinks[i]);
+      if (n > 0 || (n < 0 && errno == EINTR)) {
         continue;
       } else if (i == 0) {
         out_open = false;  // Finish reads its end-of-file again
@@ -172,10 +178,9 @@ RunResult Finish(Child c) {
     }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      ssize_t n = ReadInto(fds[i].fd, sinks[i]);
       if (n > 0) {
-        sinks[i]->append(buf, static_cast<std::size_t>(n));
+        continue;
       } else if (n == 0 || errno != EINTR) {
         ::close(fds[i].fd);
         fds[i].fd = -1;
