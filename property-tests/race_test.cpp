@@ -387,6 +387,85 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
   EXPECT_EQ(refused, aborted + finished_by_gc);
 }
 
+// The reverse interleaving: the coordinator is held before each of its writes once its record
+// exists and is still pending; past its lease a collector starts the repair and is held in
+// turn right after each of its own writes landed; the coordinator is released and runs to
+// its end while the collector is held; then the collector is released. The collector's first
+// write is its claim, so whatever step it is held at, the coordinator must end kAborted (it
+// may still reverse its own writes meanwhile) with every document at its before image, and
+// the record aborted.
+TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
+  std::mt19937_64 rng(20261125);
+  std::printf("held-collector-resumed-coordinator seed 20261125\n");
+  int cases = 0;
+  for (int round = 0, rounds = Rounds(30); round < rounds; ++round) {
+    Scenario s;
+    int n = 2 + static_cast<int>(rng() % 2);
+    for (int d = 0; d < n; ++d) {
+      bool live = rng() % 3 != 0;
+      s.docs.push_back(DocSpec{live ? Init::kLive : Init::kAbsent, static_cast<std::int64_t>(rng() % 50)});
+      ActionType t = !live ? ActionType::kInsert
+                           : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
+                                                     ActionType::kDelete}[rng() % 3];
+      s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
+    }
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    // Write 1 creates the record; write commit_write is the flip. Held before writes 2..flip,
+    // the record is pending.
+    for (std::uint64_t p = 2; p <= o.commit_write; ++p) {
+      for (std::uint64_t i = 1; i <= kMaxWrites; ++i) {
+        const std::string where = s.Describe() + " coordinator held before write " + std::to_string(p) +
+                                  ", collector held after its write " + std::to_string(i);
+        auto clock = std::make_shared<litetx::ManualClock>();
+        auto mem = std::make_shared<litetx::MemoryStore>();
+        SeedStore(*mem, s, clock);
+        auto coord_hold = std::make_shared<HoldingStore>(mem, p, Hold::kBefore);
+        litetx::Transaction txn = BuildTxn(*mem, s);
+        Code code = Code::kOk;
+        Runner coordinator(coord_hold, [&] {
+          litetx::Database db(coord_hold, TestOptions(clock));
+          code = db.Commit(txn).code();
+        });
+        ASSERT_TRUE(coord_hold->WaitHeldOrFinished()) << where;
+        const std::optional<TxnRecord> at_pause = TheRecord(*mem);
+        ASSERT_TRUE(at_pause && at_pause->state == TxnState::kPending) << where;
+        clock->Advance(kLease * 2);
+        auto gc_hold = std::make_shared<HoldingStore>(mem, i, Hold::kLanded);
+        litetx::Status gc_status;
+        Runner collector(gc_hold, [&] {
+          litetx::Collector gc(gc_hold, TestCollectorOptions(clock));
+          gc_status = gc.RunOnce();
+        });
+        if (!gc_hold->WaitHeldOrFinished()) {
+          // The collector made fewer than i writes: every step has been held at.
+          collector.Join();
+          EXPECT_TRUE(gc_status.ok()) << where << ": " << gc_status.ToString();
+          EXPECT_GT(i, 1u) << where << ": the collector wrote nothing";
+          break;
+        }
+        ++cases;
+        // The collector is held with i of its writes landed; the coordinator runs to its end.
+        coordinator.Join();
+        const std::optional<TxnRecord> mid = TheRecord(*mem);
+        collector.Join();
+        EXPECT_TRUE(gc_status.ok()) << where << ": " << gc_status.ToString();
+        EXPECT_EQ(code, Code::kAborted) << where;
+        ASSERT_TRUE(mid.has_value()) << where;
+        EXPECT_EQ(mid->state, TxnState::kAborted) << where << ": the record while the collector was held";
+        litetx::Collector healthy(mem, TestCollectorOptions(clock));
+        ASSERT_TRUE(healthy.RunOnce().ok()) << where;
+        EXPECT_EQ(CheckFinal(*mem, o, s.docs.size(), 'b'), "") << where;
+        auto record = TheRecord(*mem);
+        ASSERT_TRUE(record.has_value()) << where;
+        EXPECT_EQ(record->state, TxnState::kAborted) << where;
+      }
+    }
+  }
+  std::printf("held-collector-resumed-coordinator cases: %d (each must end aborted and before)\n", cases);
+  EXPECT_GT(cases, 0);
+}
+
 // Every coordinator write k, in turn, lands but loses its reply; before the coordinator
 // re-reads, it pauses past its lease while a collector claims and repairs — crashing after
 // each possible number j of its own writes, or not at all. Then the coordinator resumes. What
