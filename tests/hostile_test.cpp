@@ -1,11 +1,11 @@
-// tests/hostile_test.cpp — an adversarial review of claim finality, dangling holds and leases.
+// tests/hostile_test.cpp — adversarial tests of claim finality, dangling holds and leases.
 //
 // The network model is the one docs/protocol.md §6.5 and tests/dangling_test.cpp already use:
 // a write may be "held in the network" (the caller gets kUnknown, nothing is written yet) and
 // be delivered later, at any point, as long as its compare-and-swap still matches. Besides,
 // writes may land and lose their reply, or fail with kUnavailable (nothing written).
 //
-// Tests marked "Regression (finding N)" reproduced a defect of the engine when they were written
+// Tests marked "Regression" reproduced a defect of the engine when they were written
 // and now guard its fix; the others held up from the start. Every loop is bounded.
 #include <algorithm>
 #include <cstdio>
@@ -84,7 +84,7 @@ class HostileTest : public ::testing::Test, public World {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Regression (finding 1): the one-write fast path applied an adjust twice.
+// Regression: the one-write fast path applied an adjust twice.
 //
 // The single CAS is held in the network (kUnknown to the coordinator). Its re-read finds the
 // document unchanged, so the coordinator sends the write again; the held write is delivered
@@ -119,7 +119,7 @@ TEST_F(HostileTest, FastPathAdjustIsAppliedTwiceWhenItsDelayedWriteLandsBeforeTh
   }
 }
 
-// Regression (finding 2): the fast path reported kUnavailable ("the call had no effect; call again")
+// Regression: the fast path reported kUnavailable ("the call had no effect; call again")
 // after a lost reply it could not resolve, and the write then lands.
 //
 // §6.1 says an unresolvable fast-path write is kUnknown, and §6.5 says a write whose reply was
@@ -155,7 +155,7 @@ TEST_F(HostileTest, FastPathSaysUnavailableButItsDelayedWriteCommitsLater) {
   }
 }
 
-// Regression (finding 3): the commit flip's lost reply was forgotten once a later resend fails with
+// Regression: the commit flip's lost reply was forgotten once a later resend fails with
 // kUnavailable, and the coordinator rolls back a transaction that commits.
 //
 // The flip is held in the network (kUnknown); its re-read finds the record still pending at the
@@ -486,7 +486,7 @@ void Search(const Knobs& k, int scenarios, std::uint64_t seed0, int max_reports 
   EXPECT_EQ(failures, 0) << "failing scenarios by shape:" << shapes;
 }
 
-// Regression (findings 1 and 2): with held writes in the mix, shape 1 (fast path)
+// Regression: with held writes in the mix, shape 1 (fast path)
 // ends with a reported result that does not match the store (double adjust, or kUnavailable
 // for a write that lands). Everything else held: no Outcome change, no mixed state, nothing
 // left held, no version down, reads never saw a non-committed image.
@@ -496,7 +496,7 @@ TEST(HostileNetwork, HeldLostAndFailedWritesWithCollectorsAndReadersBetweenAnyTw
          8000, 1000);
 }
 
-// Regression (findings 1, 2 and 3): a flakier store (more kUnavailable, so retries run out after a
+// Regression: a flakier store (more kUnavailable, so retries run out after a
 // held write) also finds the commit flip case on the full path (shapes 0, 2, 3).
 TEST(HostileNetwork, HeldWritesInAFlakyStore) {
   Search(Knobs{.hold = 0.2, .lost = 0.05, .unavailable = 0.45, .deliver = 0.5, .pause = 0.02,
@@ -513,7 +513,7 @@ TEST(HostileNetwork, LostRepliesOnlyWithCollectorsAndReadersBetweenAnyTwoCalls) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Regression (finding 4): the lease keeper was one thread that renewed every transaction of a
+// Regression: the lease keeper was one thread that renewed every transaction of a
 // Database in turn, so one renewal stuck in a slow store call (here: T1's record lives on a slow
 // shard) stops the renewals of every other transaction. T2 is live and only slow in its own
 // apply — exactly LeaseTest.SlowButLiveCoordinatorIsNeverRolledBack, which commits alone — yet
@@ -613,7 +613,7 @@ TEST_F(HostileTest, ReservedFieldsCannotBeWrittenByUsers) {
 // A hold with malformed undo data (wrong types, unknown prior, a restore of the reserved field)
 // whose record is gone: readers, writers and the sweep report corruption or read through, and
 // never loop. Held up for every case but the last one:
-// Regression (finding 6): undo data whose restore names
+// Regression: undo data whose restore names
 // "_ltx" is returned by a read-committed read as a user field "_ltx" (PreImage copies restore
 // keys without the reserved-name check; UndoOf does not reject them). The writer's undo is
 // safe (MakeStored drops it).
