@@ -300,22 +300,29 @@ litetx::CollectorOptions NamedCollector(std::shared_ptr<litetx::Clock> clock, co
   return o;
 }
 
+// A random committing transaction of 2-3 documents (live ones updated, adjusted or deleted,
+// absent ones inserted): at least two writes, so a record is used.
+Scenario TwoOrThreeDocumentCommit(std::mt19937_64& rng) {
+  Scenario s;
+  int n = 2 + static_cast<int>(rng() % 2);
+  for (int d = 0; d < n; ++d) {
+    bool live = rng() % 3 != 0;
+    s.docs.push_back(DocSpec{live ? Init::kLive : Init::kAbsent, static_cast<std::int64_t>(rng() % 50)});
+    ActionType t = !live ? ActionType::kInsert
+                         : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
+                                                   ActionType::kDelete}[rng() % 3];
+    s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
+  }
+  return s;
+}
+
 TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
   std::mt19937_64 rng(20261122);
   std::printf("race seed 20261122\n");
   int cases = 0, aborted = 0, finished_by_gc = 0, untouched = 0, refused = 0;
   // Committing transactions of 2-3 documents with at least two writes (a record is used).
   for (int round = 0, rounds = Rounds(60); round < rounds; ++round) {
-    Scenario s;
-    int n = 2 + static_cast<int>(rng() % 2);
-    for (int d = 0; d < n; ++d) {
-      bool live = rng() % 3 != 0;
-      s.docs.push_back(DocSpec{live ? Init::kLive : Init::kAbsent, static_cast<std::int64_t>(rng() % 50)});
-      ActionType t = !live ? ActionType::kInsert
-                           : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
-                                                     ActionType::kDelete}[rng() % 3];
-      s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
-    }
+    Scenario s = TwoOrThreeDocumentCommit(rng);
     Oracle o = RunOracle(s);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
     for (std::uint64_t p = 1; p <= o.writes; ++p) {
@@ -399,16 +406,7 @@ TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
   std::printf("held-collector-resumed-coordinator seed 20261125\n");
   int cases = 0;
   for (int round = 0, rounds = Rounds(30); round < rounds; ++round) {
-    Scenario s;
-    int n = 2 + static_cast<int>(rng() % 2);
-    for (int d = 0; d < n; ++d) {
-      bool live = rng() % 3 != 0;
-      s.docs.push_back(DocSpec{live ? Init::kLive : Init::kAbsent, static_cast<std::int64_t>(rng() % 50)});
-      ActionType t = !live ? ActionType::kInsert
-                           : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
-                                                     ActionType::kDelete}[rng() % 3];
-      s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
-    }
+    Scenario s = TwoOrThreeDocumentCommit(rng);
     Oracle o = RunOracle(s);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
     // Write 1 creates the record; write commit_write is the flip. Held before writes 2..flip,
