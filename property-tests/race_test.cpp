@@ -250,13 +250,14 @@ std::string RecordForward(const std::optional<TxnRecord>& then, const std::optio
   return "";
 }
 
-// A random committing transaction of 1-4 documents (live or tombstones).
-Scenario CollectorScenario(std::mt19937_64& rng) {
+// A random committing transaction of `min_docs` to `max_docs` documents: a live document is
+// updated, adjusted or deleted, one that starts as `not_live` (absent or a tombstone) inserted.
+Scenario RandomCommit(std::mt19937_64& rng, int min_docs, int max_docs, Init not_live) {
   Scenario s;
-  int n = 1 + static_cast<int>(rng() % 4);
+  int n = min_docs + static_cast<int>(rng() % static_cast<std::uint64_t>(max_docs - min_docs + 1));
   for (int d = 0; d < n; ++d) {
     bool live = rng() % 3 != 0;
-    s.docs.push_back(DocSpec{live ? Init::kLive : Init::kDeleted, static_cast<std::int64_t>(rng() % 50)});
+    s.docs.push_back(DocSpec{live ? Init::kLive : not_live, static_cast<std::int64_t>(rng() % 50)});
     ActionType t = !live ? ActionType::kInsert
                          : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
                                                    ActionType::kDelete}[rng() % 3];
@@ -264,6 +265,13 @@ Scenario CollectorScenario(std::mt19937_64& rng) {
   }
   return s;
 }
+
+// For the collector races: 1-4 documents, live or tombstones.
+Scenario CollectorScenario(std::mt19937_64& rng) { return RandomCommit(rng, 1, 4, Init::kDeleted); }
+
+// For the coordinator races: 2-3 documents, live or absent; at least two writes, so a record
+// is used.
+Scenario TwoOrThreeDocumentCommit(std::mt19937_64& rng) { return RandomCommit(rng, 2, 3, Init::kAbsent); }
 
 // A store seeded with `s` whose coordinator crashed right after its `k`-th write, the clock
 // then moved past the lease. `must` is the side the collectors must settle it on, read from the
@@ -298,22 +306,6 @@ litetx::CollectorOptions NamedCollector(std::shared_ptr<litetx::Clock> clock, co
   litetx::CollectorOptions o = TestCollectorOptions(std::move(clock));
   o.name = name;
   return o;
-}
-
-// A random committing transaction of 2-3 documents (live ones updated, adjusted or deleted,
-// absent ones inserted): at least two writes, so a record is used.
-Scenario TwoOrThreeDocumentCommit(std::mt19937_64& rng) {
-  Scenario s;
-  int n = 2 + static_cast<int>(rng() % 2);
-  for (int d = 0; d < n; ++d) {
-    bool live = rng() % 3 != 0;
-    s.docs.push_back(DocSpec{live ? Init::kLive : Init::kAbsent, static_cast<std::int64_t>(rng() % 50)});
-    ActionType t = !live ? ActionType::kInsert
-                         : std::vector<ActionType>{ActionType::kUpdate, ActionType::kAdjust,
-                                                   ActionType::kDelete}[rng() % 3];
-    s.acts.push_back(ActSpec{t, d, static_cast<std::int64_t>(rng() % 9) - 4, VersionMode::kNone});
-  }
-  return s;
 }
 
 TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
