@@ -82,14 +82,21 @@ struct ReplyFree {
 };
 using RawReply = std::unique_ptr<redisReply, ReplyFree>;
 
-// A redis-server child process. Killed (SIGKILL, after SIGCONT) by the destructor; the child
-// also dies with this process (PR_SET_PDEATHSIG).
+// A redis-server child process in its own temporary directory. Killed (SIGKILL, after SIGCONT)
+// by Stop and the destructor, which also removes the directory; the child also dies with this
+// process (PR_SET_PDEATHSIG).
 class RedisServer {
  public:
   RedisServer() = default;
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
-  ~RedisServer() { Stop(); }
+  ~RedisServer() {
+    Stop();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
 
   // Starts the server and waits (at most 5 s) until it answers PING. Empty on success, else
   // why not.
@@ -541,6 +548,46 @@ TEST_F(RedisStoreTest, NoscriptAfterScriptFlushFallsBackToEval) {
   auto g = store->Get(Key{"c", "k"});
   ASSERT_TRUE(g.ok());
   EXPECT_FALSE(g->has_value());
+}
+
+// More threads than connections: callers wait for a free connection, and the pool never opens
+// more than pool_size of them.
+TEST_F(RedisStoreTest, SmallPoolServesManyThreads) {
+  RedisOptions o = Opts();
+  o.pool_size = 2;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 8, kEach = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        Key k{"p", std::to_string(t) + "." + std::to_string(i)};
+        auto c = store->Create(k, json::object{{"i", i}});
+        auto g = store->Get(k);
+        if (!c.ok() || !g.ok() || !g->has_value() || (*g)->revision != *c) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::size_t total = 0;
+  std::string cursor;
+  for (int page = 0; page < 100; ++page) {
+    auto p = store->Scan("p", cursor, 64);
+    ASSERT_TRUE(p.ok());
+    total += p->documents.size();
+    if (p->next_cursor.empty()) break;
+    cursor = p->next_cursor;
+  }
+  EXPECT_EQ(total, static_cast<std::size_t>(kThreads * kEach));
+  RawReply info = server_.Command({"INFO", "clients"});
+  ASSERT_NE(info, nullptr);
+  ASSERT_EQ(info->type, REDIS_REPLY_STRING);
+  const std::string text(info->str, info->len);
+  // The store's connections plus the one asking.
+  EXPECT_NE(text.find("connected_clients:3\r"), std::string::npos) << text;
 }
 
 // Database commits and reads, and a collector finishing and reversing crashed coordinators.
