@@ -276,7 +276,11 @@ struct RedisStore::Impl {
   // Returns `c` to the pool, or closes it if it saw an error (`broken`, or c->err).
   void Release(redisContext* c, bool broken) {
     broken = broken || c->err != 0;
-    if (broken) redisFree(c);
+    if (broken) {
+      Warn("redis " + options.host + ":" + std::to_string(options.port) +
+           ": closing a connection after an error: " + ContextError(c));
+      redisFree(c);
+    }
     std::lock_guard<std::mutex> lock(mu);
     if (broken) {
       --open;

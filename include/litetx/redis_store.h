@@ -1,4 +1,5 @@
-// litetx/redis_store.h — a Store on one Redis server (hiredis; Redis 6.2 or later).
+// litetx/redis_store.h — a Store on one Redis server, through hiredis. Needs Redis 4.0 or later
+// (HSET with several fields); tested with Redis 7.0 and hiredis 0.14.
 //
 // What it is for: running litetx against a Redis server shared by many processes and
 // machines. Every write is one Lua script (one round trip) that checks and changes one
