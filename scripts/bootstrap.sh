@@ -11,6 +11,8 @@ packages=(
   librapidcheck-dev       # property tests
   liblmdb-dev             # the LMDB store (durable embedded backend)
   libcli11-dev            # command-line parsing of the tools
+  libhiredis-dev          # the Redis store (client library)
+  redis-server            # the Redis store's tests start their own server
 )
 
 missing=()

@@ -1,0 +1,124 @@
+// litetx/redis_store.h — a Store on one Redis server, through hiredis. Needs Redis 4.0 or later
+// (HSET with several fields); tested with Redis 7.0 and hiredis 0.14.
+//
+// What it is for: running litetx against a Redis server shared by many processes and
+// machines. Every write is one Lua script (one round trip) that checks and changes one
+// document, so Redis's single-script atomicity is all litetx relies on.
+//
+// Stored format (the key layout is shared with a future cluster store, so every key of one
+// bucket carries the same hash tag):
+//   bucket b   = FNV-1a 64 of the id's bytes, modulo RedisOptions::buckets
+//   document   <prefix>{<collection>:<b>}d:<id>   a hash: field v = the JSON text
+//              (boost::json::serialize's), field r = the revision in decimal
+//   id index   <prefix>{<collection>:<b>}i        a sorted set, every score 0, members = ids
+//              (so ZRANGEBYLEX lists them in byte order)
+//   counter    <prefix>{<collection>:<b>}r        the bucket's last revision (INCR); never
+//              reset, so no revision is reused for any key of the bucket, not even after an
+//              erase and a new create
+// The bucket count is part of the format: a store must always be opened with the same
+// `buckets` (and `prefix`) as the data was written with. Ids may hold any bytes; collections
+// must not contain '}' (it would end the hash tag): writes refuse such a collection
+// (kInvalidArgument) and reads treat it as empty.
+//
+// Errors:
+//   kUnavailable  the server could not be reached, or a command failed before it was sent
+//                 completely (it cannot have run), or a read failed for any I/O reason, or
+//                 the server refused the command before running it (OOM, LOADING, BUSY, ...).
+//   kUnknown      a write was sent and then its reply was lost (timeout, dropped connection):
+//                 it may or may not have landed. Writes are never retried by the store.
+//   kConflict     the script found the key present (create) or absent / at another revision
+//                 (replace, erase). Nothing was written.
+//   kCorruption   a reply of an unexpected type, a document without both fields, a stored
+//                 revision that is not a decimal, JSON text that does not decode to an
+//                 object, or a key of the layout holding another Redis type.
+//   kInvalidArgument  a collection containing '}', a value nested deeper than
+//                 kMaxStoredNestingDepth or holding a NaN or an infinity.
+//
+// Ownership: RedisStore::Open returns a shared_ptr; the store owns its connections and closes
+// them when destroyed. No operation may be running on the store when it is destroyed.
+//
+// Thread safety: every method may be called from any number of threads at once. Each call
+// takes one connection from a pool (at most `pool_size`, opened on demand; callers wait for a
+// free one) and returns it afterwards; a connection that saw an I/O error or a protocol error
+// is closed, never reused.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "litetx/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace litetx {
+
+struct RedisOptions {
+  // Server address (IPv4/IPv6 literal or host name) and TCP port.
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  // Logical database number (SELECT), 0 by default.
+  int db = 0;
+  // Prepended to every key the store uses, so several stores can share one database. Must not
+  // contain '{' or '}'.
+  std::string prefix = "ltx:";
+  // Buckets per collection (see the stored format above); 1 or more. Fixed for the data's
+  // lifetime.
+  std::size_t buckets = 16;
+  // Most connections open at once; calls beyond that wait for a free one. 1 or more.
+  std::size_t pool_size = 8;
+  // Bound on establishing one TCP connection.
+  std::chrono::milliseconds connect_timeout{1000};
+  // Bound on each send and each wait for a reply; a write whose reply does not come in time
+  // fails with kUnknown.
+  std::chrono::milliseconds command_timeout{2000};
+  // Receives warnings (connections discarded, scripts reloaded); null means log nothing.
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+class RedisStore final : public Store {
+ public:
+  // Connects once (SELECT db, SCRIPT LOAD of the write scripts) and returns the store; nothing
+  // is written. kUnavailable if the server cannot be reached or refuses the setup commands,
+  // kInvalidArgument for bad options.
+  static Result<std::shared_ptr<RedisStore>> Open(RedisOptions options = {});
+
+  ~RedisStore() override;
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  // HMGET v r: the document, std::nullopt if absent; kUnavailable, kCorruption.
+  Result<std::optional<StoredDocument>> Get(const Key& key) override;
+  // The create script: kConflict if the document exists; otherwise the bucket counter's next
+  // value is the new revision.
+  Result<Revision> Create(const Key& key, const boost::json::object& value) override;
+  // The replace script: kConflict unless the stored revision is `expected`.
+  Result<Revision> Replace(const Key& key, Revision expected,
+                           const boost::json::object& value) override;
+  // The erase script: kConflict unless the stored revision is `expected`; removes the
+  // document and its index entry.
+  Status Erase(const Key& key, Revision expected) override;
+  // One pipelined round trip of ZRANGEBYLEX over every bucket's index, merged in byte order,
+  // then one pipelined round trip of HMGETs for the page's ids (an id whose document vanished
+  // in between is skipped). Not a snapshot; each document is read atomically.
+  Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
+                        std::size_t limit) override;
+
+  // The bucket of `id` with `buckets` buckets (FNV-1a 64 modulo buckets). Part of the format.
+  static std::size_t BucketOf(std::string_view id, std::size_t buckets);
+
+  const RedisOptions& options() const;
+
+  // Implementation detail: the connection pool and scripts; defined in redis_store.cpp.
+  struct Impl;
+
+ private:
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace litetx
