@@ -76,6 +76,11 @@ struct RedisOptions {
   // Bound on each send and each wait for a reply; a write whose reply does not come in time
   // fails with kUnknown.
   std::chrono::milliseconds command_timeout{2000};
+  // Replicas that must acknowledge each write (WAIT) before it is reported done; 0: none.
+  // A write that fewer replicas acknowledged within wait_timeout fails with kUnknown.
+  int wait_replicas = 0;
+  // How long WAIT waits for those replicas (must be shorter than command_timeout).
+  std::chrono::milliseconds wait_timeout{500};
   // Receives warnings (connections discarded, scripts reloaded); null means log nothing.
   std::shared_ptr<spdlog::logger> logger;
 };
