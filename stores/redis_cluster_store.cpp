@@ -1,23 +1,612 @@
 #include "litetx/redis_cluster_store.h"
 
+#include <hiredis/hiredis.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <new>
+#include <shared_mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/json/serialize.hpp>
+
+#include "stores/redis_common.h"
+
 namespace litetx {
+
+namespace json = boost::json;
+using namespace redis;  // NOLINT: the store is written in terms of the shared pieces
+
+namespace {
+
+constexpr int kSlots = 16384;
+
+using Clock = std::chrono::steady_clock;
+
+// Pause before the next attempt after a TRYAGAIN, CLUSTERDOWN or an unreachable node: 5 ms
+// doubling to 200 ms.
+void Backoff(int attempt) {
+  std::chrono::milliseconds d{5};
+  for (int i = 0; i < attempt && d < std::chrono::milliseconds{200}; ++i) d *= 2;
+  std::this_thread::sleep_for(std::min(d, std::chrono::milliseconds{200}));
+}
+
+std::uint16_t Crc16(std::string_view s) {
+  std::uint16_t crc = 0;
+  for (char ch : s) {
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(ch)) << 8;
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<std::uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+bool IsNotClusterError(std::string_view err) {
+  return err.find("cluster support disabled") != std::string_view::npos;
+}
+
+}  // namespace
 
 struct RedisClusterStore::Impl {
   RedisClusterOptions options;
+  Scripts scripts;
+
+  mutable std::shared_mutex mu;
+  std::map<std::string, std::unique_ptr<NodePool>> pools;  // guarded by mu; never erased
+  std::vector<NodePool*> slots = std::vector<NodePool*>(kSlots, nullptr);  // guarded by mu
+
+  std::mutex refresh_mu;          // one slot-map read at a time
+  std::atomic<std::uint64_t> epoch{0};  // bumped by every slot map installed
+
+  std::atomic<std::uint64_t> moved{0}, ask{0}, tryagain{0}, refreshes{0};
+
+  void Warn(const std::string& msg) const {
+    if (options.logger) options.logger->warn("{}", msg);
+  }
+
+  NodeConfig ConfigFor(const std::string& host, int port) const {
+    return NodeConfig{host,
+                      port,
+                      0,
+                      options.pool_size,
+                      options.connect_timeout,
+                      options.command_timeout,
+                      options.logger};
+  }
+
+  // The pool of host:port, made if new. Caller holds `mu` exclusively.
+  NodePool* PoolLocked(const std::string& host, int port) {
+    std::string name = host + ":" + std::to_string(port);
+    auto it = pools.find(name);
+    if (it == pools.end()) {
+      it = pools.emplace(name, std::make_unique<NodePool>(ConfigFor(host, port))).first;
+    }
+    return it->second.get();
+  }
+
+  NodePool* Pool(const std::string& host, int port) {
+    {
+      std::shared_lock<std::shared_mutex> lock(mu);
+      auto it = pools.find(host + ":" + std::to_string(port));
+      if (it != pools.end()) return it->second.get();
+    }
+    std::unique_lock<std::shared_mutex> lock(mu);
+    return PoolLocked(host, port);
+  }
+
+  NodePool* SlotPool(int slot, std::uint64_t* seen) const {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    *seen = epoch.load();
+    return slots[static_cast<std::size_t>(slot)];
+  }
+
+  void SetSlot(int slot, NodePool* pool) {
+    std::unique_lock<std::shared_mutex> lock(mu);
+    slots[static_cast<std::size_t>(slot)] = pool;
+  }
+
+  // Reads CLUSTER SLOTS from `host:port` into `out` (masters only). kInvalidArgument if the
+  // node is not in cluster mode.
+  Status ReadSlotMap(const std::string& host, int port,
+                     std::vector<std::pair<std::string, int>>* out, int* covered) {
+    NodePool probe(ConfigFor(host, port));
+    auto c = probe.Connect();
+    if (!c.ok()) return c.status();
+    redisContext* ctx = *c;
+    Reply r(static_cast<redisReply*>(redisCommand(ctx, "CLUSTER SLOTS")));
+    std::string io = r == nullptr ? ContextError(ctx) : std::string();
+    redisFree(ctx);
+    const std::string node = host + ":" + std::to_string(port);
+    if (r == nullptr) return Status::Unavailable("redis-cluster: CLUSTER SLOTS on " + node + ": " + io);
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string_view err = ReplyText(r.get());
+      if (IsNotClusterError(err)) {
+        return Status::InvalidArgument("redis-cluster: " + node +
+                                       " is not in cluster mode (it answered: " +
+                                       std::string(err) + "); use RedisStore (redis://)");
+      }
+      return Status::Unavailable("redis-cluster: CLUSTER SLOTS on " + node + ": " +
+                                 std::string(err));
+    }
+    if (r->type != REDIS_REPLY_ARRAY) {
+      return Status::Corruption("redis-cluster: CLUSTER SLOTS on " + node +
+                                ": unexpected reply type");
+    }
+    out->assign(kSlots, {});
+    *covered = 0;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+          e->element[0]->type != REDIS_REPLY_INTEGER ||
+          e->element[1]->type != REDIS_REPLY_INTEGER ||
+          e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
+          e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+          e->element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
+        return Status::Corruption("redis-cluster: CLUSTER SLOTS on " + node +
+                                  ": an entry of an unexpected shape");
+      }
+      long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+      std::string mhost(ReplyText(e->element[2]->element[0]));
+      long long mport = e->element[2]->element[1]->integer;
+      if (lo < 0 || hi >= kSlots || lo > hi || mport <= 0 || mport > 65535) {
+        return Status::Corruption("redis-cluster: CLUSTER SLOTS on " + node +
+                                  ": a slot range or port out of bounds");
+      }
+      // An empty or unknown endpoint means "the address you reached me at".
+      if (mhost.empty() || mhost == "?") mhost = host;
+      for (long long s = lo; s <= hi; ++s) {
+        auto& slot = (*out)[static_cast<std::size_t>(s)];
+        if (slot.second == 0) ++*covered;
+        slot = {mhost, static_cast<int>(mport)};
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Reads the slot map again, unless another thread did since `seen`. Asks the nodes the store
+  // knows (current masters first), then the seeds. kUnavailable if no node answered or the map
+  // does not cover every slot (a partial map is installed all the same).
+  Status Refresh(std::uint64_t seen) {
+    std::lock_guard<std::mutex> guard(refresh_mu);
+    if (epoch.load() != seen) return Status::Ok();
+    std::vector<std::pair<std::string, int>> candidates;
+    {
+      std::shared_lock<std::shared_mutex> lock(mu);
+      std::vector<NodePool*> masters;
+      for (NodePool* p : slots) {
+        if (p != nullptr && std::find(masters.begin(), masters.end(), p) == masters.end()) {
+          masters.push_back(p);
+        }
+      }
+      for (NodePool* p : masters) candidates.emplace_back(p->config().host, p->config().port);
+      for (const auto& [name, p] : pools) {
+        if (std::find(masters.begin(), masters.end(), p.get()) == masters.end()) {
+          candidates.emplace_back(p->config().host, p->config().port);
+        }
+      }
+    }
+    for (const RedisNode& s : options.seeds) {
+      std::pair<std::string, int> c{s.host, s.port};
+      if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) {
+        candidates.push_back(c);
+      }
+    }
+    std::string errors;
+    for (const auto& [host, port] : candidates) {
+      std::vector<std::pair<std::string, int>> map;
+      int covered = 0;
+      Status s = ReadSlotMap(host, port, &map, &covered);
+      if (s.ok() && covered == 0) s = Status::Unavailable("it serves no slots");
+      if (!s.ok()) {
+        if (s.code() == Code::kInvalidArgument) return s;
+        errors += (errors.empty() ? "" : "; ") + s.message();
+        continue;
+      }
+      {
+        std::unique_lock<std::shared_mutex> lock(mu);
+        for (int i = 0; i < kSlots; ++i) {
+          const auto& [h, p] = map[static_cast<std::size_t>(i)];
+          slots[static_cast<std::size_t>(i)] = p == 0 ? nullptr : PoolLocked(h, p);
+        }
+        epoch.fetch_add(1);
+      }
+      refreshes.fetch_add(1);
+      if (covered < kSlots) {
+        return Status::Unavailable("redis-cluster: the slot map from " + host + ":" +
+                                   std::to_string(port) + " covers " + std::to_string(covered) +
+                                   " of 16384 slots");
+      }
+      return Status::Ok();
+    }
+    return Status::Unavailable("redis-cluster: no node answered CLUSTER SLOTS: " + errors);
+  }
+
+  // Runs `cmd` (a read) on the node serving `slot`, following MOVED/ASK and waiting out
+  // TRYAGAIN/CLUSTERDOWN within the command timeout. The reply may be an error reply of
+  // another kind (the caller decides); kUnavailable on any I/O failure or when giving up.
+  Result<Reply> RouteRead(int slot, const Command& cmd, const std::string& what) {
+    const auto deadline = Clock::now() + options.command_timeout;
+    NodePool* ask_pool = nullptr;
+    std::string last;
+    for (int hop = 0; hop <= options.max_redirects && Clock::now() < deadline; ++hop) {
+      std::uint64_t seen = 0;
+      NodePool* pool = SlotPool(slot, &seen);
+      if (ask_pool != nullptr) pool = ask_pool;
+      if (pool == nullptr) {
+        last = "no node serves slot " + std::to_string(slot);
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      Conn conn(pool);
+      if (Status s = conn.Open(); !s.ok()) {
+        last = s.message();
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      std::vector<Command> cmds;
+      if (ask_pool != nullptr) cmds.push_back(Command{{"ASKING"}});
+      cmds.push_back(cmd);
+      ask_pool = nullptr;
+      Stage stage;
+      std::string error;
+      auto replies = Exchange(conn, cmds, &stage, &error);
+      if (stage != Stage::kOk) return Status::Unavailable(what + ": " + pool->name() + ": " + error);
+      Reply r = std::move(replies.back());
+      if (r->type != REDIS_REPLY_ERROR) return r;
+      ErrorReply e = ClassifyError(ReplyText(r.get()));
+      last = pool->name() + " answered " + e.text;
+      switch (e.kind) {
+        case ErrorKind::kMoved:
+          moved.fetch_add(1);
+          SetSlot(slot, Pool(e.host, e.port));
+          (void)Refresh(seen);
+          continue;
+        case ErrorKind::kAsk:
+          ask.fetch_add(1);
+          ask_pool = Pool(e.host, e.port);
+          continue;
+        case ErrorKind::kTryAgain:
+          tryagain.fetch_add(1);
+          Backoff(hop);
+          continue;
+        case ErrorKind::kClusterDown:
+          (void)Refresh(seen);
+          Backoff(hop);
+          continue;
+        default:
+          return r;
+      }
+    }
+    return Status::Unavailable(what + ": gave up: " + last);
+  }
+
+  // Runs write script `id` on the node serving `key`, following redirects. A script that may
+  // have run is never sent again: only replies that say it did not run (MOVED, ASK, TRYAGAIN,
+  // CLUSTERDOWN, NOSCRIPT) and failures before it was sent whole lead to another attempt.
+  Result<Reply> RouteWrite(ScriptId id, const Key& key, const std::vector<std::string>& argv) {
+    const std::string what = std::string("redis-cluster: ") + ScriptName(id) + " " + Describe(key);
+    Keys k = KeysOf(options.prefix, options.buckets, key);
+    const int slot = SlotOf(k.doc);
+    WriteCall call{id, &k, &argv};
+    call.wait_replicas = options.wait_replicas;
+    call.wait_timeout = options.wait_timeout;
+    const auto deadline = Clock::now() + options.command_timeout;
+    NodePool* ask_pool = nullptr;
+    NodePool* eval_on = nullptr;  // the node that answered NOSCRIPT
+    std::string last;
+    for (int hop = 0; hop <= options.max_redirects && Clock::now() < deadline; ++hop) {
+      std::uint64_t seen = 0;
+      NodePool* pool = SlotPool(slot, &seen);
+      if (ask_pool != nullptr) pool = ask_pool;
+      if (pool == nullptr) {
+        last = "no node serves slot " + std::to_string(slot);
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      Conn conn(pool);
+      if (Status s = conn.Open(); !s.ok()) {
+        last = s.message();
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      call.asking = ask_pool != nullptr;
+      call.eval = eval_on == pool;
+      ask_pool = nullptr;
+      auto r = RunWrite(conn, scripts, call, what + " on " + pool->name());
+      if (!r.ok()) {
+        if (r.status().code() != Code::kUnavailable) return r.status();
+        // Not sent whole: it did not run; the node may be gone.
+        last = r.status().message();
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      if ((*r)->type != REDIS_REPLY_ERROR) return r;
+      ErrorReply e = ClassifyError(ReplyText(r->get()));
+      last = pool->name() + " answered " + e.text;
+      switch (e.kind) {
+        case ErrorKind::kNoScript:
+          Warn(what + ": " + pool->name() + " lacks the script (NOSCRIPT); sending its text");
+          eval_on = pool;
+          continue;
+        case ErrorKind::kMoved:
+          moved.fetch_add(1);
+          SetSlot(slot, Pool(e.host, e.port));
+          (void)Refresh(seen);
+          continue;
+        case ErrorKind::kAsk:
+          ask.fetch_add(1);
+          ask_pool = Pool(e.host, e.port);
+          continue;
+        case ErrorKind::kTryAgain:
+          tryagain.fetch_add(1);
+          Backoff(hop);
+          continue;
+        case ErrorKind::kClusterDown:
+          (void)Refresh(seen);
+          Backoff(hop);
+          continue;
+        default:
+          return WriteErrorStatus(id, e, what);
+      }
+    }
+    return Status::Unavailable(what + ": gave up before the script ran: " + last);
+  }
+
+  // Reads: one command per entry, each for its slot. Pipelines the commands to every master at
+  // once (all sends, then all replies); an entry whose node failed or redirected is then run
+  // alone through RouteRead. Every returned reply is a non-redirect reply.
+  Result<std::vector<Reply>> ReadMany(const std::vector<std::pair<int, Command>>& cmds,
+                                      const std::string& what) {
+    std::vector<Reply> out(cmds.size());
+    std::map<NodePool*, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < cmds.size(); ++i) {
+      std::uint64_t seen = 0;
+      NodePool* p = SlotPool(cmds[i].first, &seen);
+      if (p != nullptr) groups[p].push_back(i);
+    }
+    struct Batch {
+      std::unique_ptr<Conn> conn;
+      std::vector<std::size_t> idx;
+      bool sent = false;
+    };
+    std::vector<Batch> batches;
+    for (auto& [pool, idx] : groups) {
+      Batch b{std::make_unique<Conn>(pool), std::move(idx)};
+      if (b.conn->Open().ok()) {
+        std::vector<Command> send;
+        for (std::size_t i : b.idx) send.push_back(cmds[i].second);
+        std::string error;
+        b.sent = Send(*b.conn, send, &error);
+      }
+      batches.push_back(std::move(b));
+    }
+    for (Batch& b : batches) {
+      if (!b.sent) continue;
+      std::vector<Reply> replies;
+      std::string error;
+      if (!Receive(*b.conn, b.idx.size(), &replies, &error)) continue;
+      for (std::size_t j = 0; j < b.idx.size(); ++j) {
+        Reply& r = replies[j];
+        if (r->type == REDIS_REPLY_ERROR) {
+          ErrorKind k = ClassifyError(ReplyText(r.get())).kind;
+          if (k == ErrorKind::kMoved || k == ErrorKind::kAsk || k == ErrorKind::kTryAgain ||
+              k == ErrorKind::kClusterDown) {
+            continue;  // run alone below
+          }
+        }
+        out[b.idx[j]] = std::move(r);
+      }
+    }
+    batches.clear();  // connections back to their pools
+    for (std::size_t i = 0; i < cmds.size(); ++i) {
+      if (out[i] != nullptr) continue;
+      auto r = RouteRead(cmds[i].first, cmds[i].second, what);
+      if (!r.ok()) return r.status();
+      out[i] = std::move(r).value();
+    }
+    return out;
+  }
 };
 
-Result<std::shared_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisClusterOptions) {
-  return Status::Unavailable("redis-cluster: not built yet");
+int RedisClusterStore::SlotOf(std::string_view key) {
+  std::size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    std::size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16(key) % kSlots;
 }
+
+Result<std::shared_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisClusterOptions options) try {
+  if (options.seeds.empty()) {
+    return Status::InvalidArgument("redis-cluster: at least one seed node is needed");
+  }
+  for (const RedisNode& n : options.seeds) {
+    if (n.host.empty() || n.port <= 0 || n.port > 65535) {
+      return Status::InvalidArgument("redis-cluster: bad seed node '" + n.host + ":" +
+                                     std::to_string(n.port) + "'");
+    }
+  }
+  if (options.buckets == 0) {
+    return Status::InvalidArgument("redis-cluster: buckets must be at least 1");
+  }
+  if (options.pool_size == 0) {
+    return Status::InvalidArgument("redis-cluster: pool_size must be at least 1");
+  }
+  if (options.max_redirects < 1) {
+    return Status::InvalidArgument("redis-cluster: max_redirects must be at least 1");
+  }
+  if (options.prefix.find_first_of("{}") != std::string::npos) {
+    return Status::InvalidArgument("redis-cluster: the prefix must not contain '{' or '}'");
+  }
+  if (options.wait_replicas < 0) {
+    return Status::InvalidArgument("redis-cluster: wait_replicas must not be negative");
+  }
+  if (options.wait_replicas > 0 && options.wait_timeout >= options.command_timeout) {
+    return Status::InvalidArgument(
+        "redis-cluster: wait_timeout must be shorter than command_timeout");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->scripts = MakeScripts();
+  if (Status s = impl->Refresh(0); !s.ok()) return s;
+
+  // Load the scripts on every master (a node that loses them later answers NOSCRIPT and gets
+  // the text), and check or write the format marker on the master of its slot.
+  std::vector<NodePool*> masters;
+  for (NodePool* p : impl->slots) {
+    if (std::find(masters.begin(), masters.end(), p) == masters.end()) masters.push_back(p);
+  }
+  for (NodePool* p : masters) {
+    auto c = p->Connect();
+    if (!c.ok()) return c.status();
+    Status s = LoadScripts(*c, &impl->scripts);
+    if (!s.ok()) {
+      redisFree(*c);
+      return Status(s.code(), "redis-cluster: " + p->name() + ": " + s.message());
+    }
+    p->Adopt(*c);
+  }
+  const RedisClusterOptions& o = impl->options;
+  NodePool* marker = impl->slots[static_cast<std::size_t>(SlotOf(FormatKey(o.prefix)))];
+  for (int hop = 0;; ++hop) {
+    auto c = marker->Connect();
+    if (!c.ok()) return c.status();
+    ErrorReply redirect;
+    Status s = CheckFormat(*c, o.prefix, o.buckets, &redirect);
+    redisFree(*c);
+    if (!s.ok()) return s;
+    if (redirect.text.empty()) break;
+    if (hop >= o.max_redirects) {
+      return Status::Unavailable("redis-cluster: the format marker keeps moving: " + redirect.text);
+    }
+    marker = impl->Pool(redirect.host, redirect.port);
+  }
+  return std::shared_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: open: out of memory");
+}
+
 RedisClusterStore::RedisClusterStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RedisClusterStore::~RedisClusterStore() = default;
-Result<std::optional<StoredDocument>> RedisClusterStore::Get(const Key&) { return Status::Unavailable("x"); }
-Result<Revision> RedisClusterStore::Create(const Key&, const boost::json::object&) { return Status::Unavailable("x"); }
-Result<Revision> RedisClusterStore::Replace(const Key&, Revision, const boost::json::object&) { return Status::Unavailable("x"); }
-Status RedisClusterStore::Erase(const Key&, Revision) { return Status::Unavailable("x"); }
-Result<ScanPage> RedisClusterStore::Scan(std::string_view, std::string_view, std::size_t) { return Status::Unavailable("x"); }
-int RedisClusterStore::SlotOf(std::string_view) { return 0; }
-RedisClusterStore::Stats RedisClusterStore::stats() const { return {}; }
+
 const RedisClusterOptions& RedisClusterStore::options() const { return impl_->options; }
+
+RedisClusterStore::Stats RedisClusterStore::stats() const {
+  return Stats{impl_->moved.load(), impl_->ask.load(), impl_->tryagain.load(),
+               impl_->refreshes.load()};
+}
+
+Result<std::optional<StoredDocument>> RedisClusterStore::Get(const Key& key) try {
+  using Out = std::optional<StoredDocument>;
+  if (!CollectionProblem(key.collection).empty()) return Out{};
+  const std::string what = "redis-cluster: get " + Describe(key);
+  const RedisClusterOptions& o = impl_->options;
+  Keys k = KeysOf(o.prefix, o.buckets, key);
+  auto r = impl_->RouteRead(SlotOf(k.doc), Command{{"HMGET", k.doc, "v", "r"}}, what);
+  if (!r.ok()) return r.status();
+  if ((*r)->type == REDIS_REPLY_ERROR &&
+      ClassifyError(ReplyText(r->get())).kind == ErrorKind::kRefused) {
+    return Status::Unavailable(what + ": " + std::string(ReplyText(r->get())));
+  }
+  return DecodeHmget(r->get(), Describe(key));
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: get: out of memory");
+}
+
+Result<Revision> RedisClusterStore::Create(const Key& key, const boost::json::object& value) try {
+  if (std::string why = CollectionProblem(key.collection); !why.empty()) {
+    return Status::InvalidArgument("redis-cluster: create " + Describe(key) + ": " + why);
+  }
+  if (std::string why = ValueProblem(value); !why.empty()) {
+    return Status::InvalidArgument("redis-cluster: create " + Describe(key) + ": " + why);
+  }
+  auto r = impl_->RouteWrite(kCreate, key, {key.id, json::serialize(value)});
+  if (!r.ok()) return r.status();
+  return RevisionOf(r->get(), key);
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: create: out of memory");
+}
+
+Result<Revision> RedisClusterStore::Replace(const Key& key, Revision expected,
+                                            const boost::json::object& value) try {
+  if (std::string why = CollectionProblem(key.collection); !why.empty()) {
+    return Status::InvalidArgument("redis-cluster: replace " + Describe(key) + ": " + why);
+  }
+  if (std::string why = ValueProblem(value); !why.empty()) {
+    return Status::InvalidArgument("redis-cluster: replace " + Describe(key) + ": " + why);
+  }
+  auto r = impl_->RouteWrite(kReplace, key,
+                             {key.id, json::serialize(value), std::to_string(expected)});
+  if (!r.ok()) return r.status();
+  return RevisionOf(r->get(), key);
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: replace: out of memory");
+}
+
+Status RedisClusterStore::Erase(const Key& key, Revision expected) try {
+  if (!CollectionProblem(key.collection).empty()) {
+    return Status::Conflict("erase: the key is absent");  // such a key cannot exist
+  }
+  auto r = impl_->RouteWrite(kErase, key, {key.id, std::to_string(expected)});
+  if (!r.ok()) return r.status();
+  if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer != 1) {
+    return Status::Corruption("redis-cluster: erase " + Describe(key) + ": unexpected reply");
+  }
+  return Status::Ok();
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: erase: out of memory");
+}
+
+Result<ScanPage> RedisClusterStore::Scan(std::string_view collection, std::string_view cursor,
+                                         std::size_t limit) try {
+  if (limit == 0) return Status::InvalidArgument("redis-cluster: scan: limit must be positive");
+  if (!CollectionProblem(collection).empty()) return ScanPage{};
+  const RedisClusterOptions& o = impl_->options;
+  const std::string what = "redis-cluster: scan " + Quoted(collection);
+  const std::size_t per_bucket = std::min<std::size_t>(limit, std::size_t{1} << 30);
+  const std::string start = cursor.empty() ? std::string("-") : "(" + std::string(cursor);
+  std::vector<std::pair<int, Command>> ranges;
+  for (std::size_t b = 0; b < o.buckets; ++b) {
+    std::string index = BucketTag(o.prefix, collection, b) + "i";
+    int slot = SlotOf(index);
+    ranges.emplace_back(slot, Command{{"ZRANGEBYLEX", std::move(index), start, "+", "LIMIT",
+                                       "0", std::to_string(per_bucket)}});
+  }
+  auto replies = impl_->ReadMany(ranges, what);
+  if (!replies.ok()) return replies.status();
+  bool more = false;
+  auto merged = MergeIndexReplies(*replies, per_bucket, limit, what, &more);
+  if (!merged.ok()) return merged.status();
+  std::vector<std::string> ids = std::move(merged).value();
+  ScanPage page;
+  if (ids.empty()) return page;
+  std::vector<std::pair<int, Command>> gets;
+  for (const std::string& id : ids) {
+    std::string doc = KeysOf(o.prefix, o.buckets, Key{std::string(collection), id}).doc;
+    int slot = SlotOf(doc);
+    gets.emplace_back(slot, Command{{"HMGET", std::move(doc), "v", "r"}});
+  }
+  replies = impl_->ReadMany(gets, what);
+  if (!replies.ok()) return replies.status();
+  if (Status s = AddScannedDocuments(*replies, ids, collection, what, &page); !s.ok()) return s;
+  if (more) page.next_cursor = ids.back();
+  return page;
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: scan: out of memory");
+}
 
 }  // namespace litetx

@@ -1,0 +1,216 @@
+// stores/redis_common.h — what RedisStore and RedisClusterStore share: the stored format (key
+// layout, write scripts, document codec), the connection pool of one node, pipelined
+// exchanges that tell "not sent" from "sent, reply lost", and the reading of error replies.
+// Internal to the library; not installed.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "litetx/status.h"
+#include "litetx/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace litetx::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const {
+    if (r != nullptr) freeReplyObject(r);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct Command {
+  std::vector<std::string> args;
+};
+
+std::string_view ReplyText(const redisReply* r);
+std::string Quoted(std::string_view s);
+std::string Describe(const Key& key);
+std::string ContextError(const redisContext* c);
+
+// ---------------------------------------------------------------------------------------------
+// Stored format
+
+enum ScriptId { kCreate = 0, kReplace = 1, kErase = 2, kScripts = 3 };
+const char* ScriptName(ScriptId id);
+
+// The three write scripts and their SHA1s (as SCRIPT LOAD returned them).
+struct Scripts {
+  std::string text[kScripts];
+  std::string sha[kScripts];
+};
+Scripts MakeScripts();  // texts only
+
+struct Keys {
+  std::string doc, index, counter;
+};
+std::size_t BucketOf(std::string_view id, std::size_t buckets);
+// "<prefix>{<collection>:<b>}"
+std::string BucketTag(std::string_view prefix, std::string_view collection, std::size_t b);
+Keys KeysOf(std::string_view prefix, std::size_t buckets, const Key& key);
+// The key recording the format (and bucket count) of the data under `prefix`.
+std::string FormatKey(std::string_view prefix);
+std::string FormatValue(std::size_t buckets);
+
+// Why a collection name cannot be stored, or empty.
+std::string CollectionProblem(std::string_view collection);
+// Why `value` cannot be stored as JSON text that reads back as it is, or empty.
+std::string ValueProblem(const boost::json::object& value);
+bool ParseRevision(std::string_view text, Revision* out);
+// Decodes an HMGET v r reply: nullopt if both are nil; kCorruption otherwise when malformed.
+Result<std::optional<StoredDocument>> DecodeHmget(const redisReply* r, const std::string& where);
+// The revision a write script answered with.
+Result<Revision> RevisionOf(const redisReply* r, const Key& key);
+
+// Scan, on the replies of one ZRANGEBYLEX ... LIMIT 0 per_bucket per bucket: the ids of the
+// page (merged in byte order, at most `limit`), and whether more may follow.
+Result<std::vector<std::string>> MergeIndexReplies(const std::vector<Reply>& replies,
+                                                   std::size_t per_bucket, std::size_t limit,
+                                                   const std::string& what, bool* more);
+// Scan, on the replies of one HMGET per id: the page's documents (an id whose document was
+// erased since the index was read is skipped).
+Status AddScannedDocuments(const std::vector<Reply>& replies, const std::vector<std::string>& ids,
+                           std::string_view collection, const std::string& what, ScanPage* page);
+
+// ---------------------------------------------------------------------------------------------
+// Error replies
+
+enum class ErrorKind {
+  kNoScript,     // the node lacks the script: nothing ran
+  kMoved,        // the slot is served elsewhere: nothing ran
+  kAsk,          // the key is being moved: ask the named node (after ASKING); nothing ran
+  kTryAgain,     // a multi-key command in a half-moved slot: nothing ran
+  kClusterDown,  // the cluster cannot serve the slot now: nothing ran
+  kRefused,      // refused before running (OOM, LOADING, READONLY, ...): nothing ran
+  kConflict,     // our script's CONFLICT: nothing written
+  kCorrupt,      // our script's CORRUPT, or WRONGTYPE: nothing written
+  kOther,        // anything else: a write may or may not have run
+};
+struct ErrorReply {
+  ErrorKind kind = ErrorKind::kOther;
+  std::string text;
+  std::string host;  // MOVED / ASK: the node named
+  int port = 0;
+};
+ErrorReply ClassifyError(std::string_view err);
+
+// ---------------------------------------------------------------------------------------------
+// Connections
+
+struct NodeConfig {
+  std::string host;
+  int port = 0;
+  int db = 0;
+  std::size_t pool_size = 8;
+  std::chrono::milliseconds connect_timeout{1000};
+  std::chrono::milliseconds command_timeout{2000};
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+// The connections to one node: at most pool_size open, opened on demand, callers wait for a
+// free one. A connection that saw an error is closed, never reused. Thread-safe.
+class NodePool {
+ public:
+  explicit NodePool(NodeConfig config);
+  ~NodePool();
+  NodePool(const NodePool&) = delete;
+  NodePool& operator=(const NodePool&) = delete;
+
+  // A new connection (SELECT done), not counted in the pool; kUnavailable if none can be made.
+  Result<redisContext*> Connect() const;
+  Result<redisContext*> Acquire();
+  void Release(redisContext* c, bool broken);
+  // Adds a connection made by Connect() to the idle ones (counted from now on).
+  void Adopt(redisContext* c);
+
+  const NodeConfig& config() const { return config_; }
+  const std::string& name() const { return name_; }  // "host:port"
+  void Warn(const std::string& msg) const;
+
+ private:
+  NodeConfig config_;
+  std::string name_;
+  std::mutex mu_;
+  std::condition_variable freed_;
+  std::vector<redisContext*> idle_;  // guarded by mu_
+  std::size_t open_ = 0;             // guarded by mu_: idle + in use
+};
+
+// One pooled connection for the duration of a call.
+class Conn {
+ public:
+  explicit Conn(NodePool* pool) : pool_(pool) {}
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn();
+  Status Open();
+  redisContext* get() const { return c_; }
+  NodePool* pool() const { return pool_; }
+  void MarkBroken() { broken_ = true; }
+
+ private:
+  NodePool* pool_;
+  redisContext* c_ = nullptr;
+  bool broken_ = false;
+};
+
+// Appends `commands` and writes them all out. false if not every byte was handed to the
+// kernel: the last command was then not received whole and cannot have run (`*error` set,
+// the connection marked broken).
+bool Send(Conn& conn, const std::vector<Command>& commands, std::string* error);
+// Reads `n` replies; false on an I/O error (timeout, dropped connection; marked broken).
+bool Receive(Conn& conn, std::size_t n, std::vector<Reply>* out, std::string* error);
+
+// Where an exchange failed.
+enum class Stage { kOk, kBeforeSent, kAfterSent };
+// Send, then Receive of one reply per command.
+std::vector<Reply> Exchange(Conn& conn, const std::vector<Command>& commands, Stage* stage,
+                            std::string* error);
+
+// SCRIPT LOAD of every script on `c`; fills scripts->sha. kUnavailable on failure.
+Status LoadScripts(redisContext* c, Scripts* scripts);
+// Checks the format marker on `c` (GET): absent → SET NX it; present → must equal
+// FormatValue(buckets). kInvalidArgument if it differs or is not a string. `*moved` receives
+// a MOVED/ASK reply's text (cluster) instead of an answer.
+Status CheckFormat(redisContext* c, std::string_view prefix, std::size_t buckets,
+                   ErrorReply* redirect);
+
+// The one-round-trip write: [ASKING] EVALSHA (or EVAL after NOSCRIPT) of `id` on `conn`, then
+// (if wait_replicas > 0) WAIT in a second send so that a failure to send it cannot be taken
+// for the script not having been sent. Returns the script's reply, or a Status for I/O
+// failures (kUnavailable before the script was sent whole, kUnknown after) and for a WAIT that
+// counted too few replicas (kUnknown). Error replies are returned as replies (the caller
+// classifies them); `*sent` tells whether the script may have run.
+struct WriteCall {
+  ScriptId id;
+  const Keys* keys;
+  const std::vector<std::string>* argv;
+  bool eval = false;    // EVAL the text instead of EVALSHA
+  bool asking = false;  // precede with ASKING
+  int wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{0};
+};
+Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call,
+                       const std::string& what);
+
+// Maps a write script's final error reply (not NOSCRIPT/MOVED/ASK/TRYAGAIN) to a Status.
+Status WriteErrorStatus(ScriptId id, const ErrorReply& e, const std::string& what);
+
+timeval ToTimeval(std::chrono::milliseconds ms);
+
+}  // namespace litetx::redis
