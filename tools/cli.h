@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "litetx/litetx.h"
+#include "litetx/redis_cluster_store.h"
+#include "litetx/redis_store.h"
 
 namespace litetx::cli {
 
@@ -39,7 +41,8 @@ enum Exit : int {
 
 // State shared by main() and the subcommands.
 struct Context {
-  // --store URI: "lmdb:PATH" or "memory:". Default "lmdb:" + kDefaultLmdbPath.
+  // --store URI: "lmdb:PATH", "memory:", "redis://..." or "redis-cluster://..." (see
+  // ParseRedisUri). Default "lmdb:" + kDefaultLmdbPath.
   std::string store_uri;
   // --log-level: off, error, warn, info, debug.
   std::string log_level = "warn";
@@ -54,6 +57,26 @@ struct Context {
 
 inline constexpr const char* kDefaultLmdbPath = "./litetx-data";
 
+// The --store schemes, for help texts and errors.
+inline constexpr const char* kStoreSchemes =
+    "lmdb:PATH, memory:, redis://HOST:PORT[/DB][?OPTIONS] or "
+    "redis-cluster://HOST:PORT[,HOST:PORT...][?OPTIONS]";
+
+// Parses a redis:// URI into `out` (logger left unset):
+//   redis://NODE[/DB][?KEY=VALUE[&KEY=VALUE...]]
+//   NODE  = HOST:PORT, HOST a name or IPv4 address (letters, digits, '.', '-', '_') or an IPv6
+//           address in brackets ([::1]:6379); PORT 1..65535, nothing after it.
+//   DB    = a database number (SELECT), 0 when absent or empty.
+//   KEY   = prefix (text, %XX escapes decoded, no '{' or '}'; may be empty), buckets (1..10^6),
+//           pool (1..1024), timeout, connect_timeout, wait_timeout (milliseconds as a bare
+//           number or a duration: 2000, 2s), wait (replicas, 0..1000; with wait > 0,
+//           wait_timeout must be shorter than timeout). Each key at most once.
+// Unset keys keep RedisOptions' defaults. kInvalidArgument "bad --store 'URI': WHY" otherwise.
+Status ParseRedisUri(const std::string& uri, RedisOptions* out);
+// The same for redis-cluster://NODE[,NODE...][?KEY=VALUE...] (seed nodes; no DB; unset keys
+// keep RedisClusterOptions' defaults, so buckets defaults to 64 here and 16 for redis://).
+Status ParseRedisClusterUri(const std::string& uri, RedisClusterOptions* out);
+
 // A logger writing to stderr at ctx.log_level (one per process; named "litetx").
 std::shared_ptr<spdlog::logger> Logger(const Context& ctx);
 
@@ -62,7 +85,9 @@ Options EngineOptions(const Context& ctx);
 
 // Opens ctx.store_uri. If LITETX_FAULTS is set (see ParseFaults) the store is wrapped in a
 // FaultInjectingStore in CrashMode::kExit. On error prints one line and returns nullptr with
-// *exit_code set (kExitStore, or kExitUsage for a malformed URI or LITETX_FAULTS).
+// *exit_code set: kExitUsage for a malformed URI (or a Redis URI in a build without Redis)
+// or LITETX_FAULTS; kExitStore when the store cannot be opened (for Redis: the server cannot
+// be reached, refuses the setup, is not a cluster node...), with the store's message.
 std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
 
 // Parses LITETX_FAULTS: comma-separated items crash-after-writes:K, transient:P,

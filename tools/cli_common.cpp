@@ -5,16 +5,22 @@
 
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "litetx/redis_cluster_store.h"
+#include "litetx/redis_store.h"
 #include "tools/cli.h"
 
 namespace litetx::cli {
@@ -99,6 +105,267 @@ bool IsFifo(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
+
+// ---- redis:// and redis-cluster:// URIs (grammar in cli.h) ----
+
+// The options a Redis URI's query can set; both schemes share them.
+struct RedisQuery {
+  std::string prefix = "ltx:";
+  std::optional<std::size_t> buckets;  // unset: the store's default
+  std::size_t pool = 8;
+  std::chrono::milliseconds timeout{2000};
+  std::chrono::milliseconds connect_timeout{1000};
+  int wait = 0;
+  std::chrono::milliseconds wait_timeout{500};
+};
+
+// A URI problem: the usage message "bad --store 'URI': WHY".
+Status BadUri(const std::string& uri, const std::string& why) {
+  return Status::InvalidArgument("bad --store '" + uri + "': " + why);
+}
+
+bool IsHostChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '-' || c == '_';
+}
+
+bool IsIpv6Char(char c) {
+  return (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || (c >= '0' && c <= '9') ||
+         c == ':' || c == '.';
+}
+
+// "HOST:PORT" or "[IPV6]:PORT".
+Status ParseNode(const std::string& uri, std::string_view text, RedisNode* out) {
+  std::string_view host, rest;
+  if (!text.empty() && text.front() == '[') {
+    std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return BadUri(uri, "'[' without a closing ']'");
+    host = text.substr(1, close - 1);
+    if (host.empty()) return BadUri(uri, "empty IPv6 address in '[]'");
+    for (char c : host) {
+      if (!IsIpv6Char(c)) return BadUri(uri, "bad IPv6 address '" + std::string(host) + "'");
+    }
+    rest = text.substr(close + 1);
+    if (rest.empty()) return BadUri(uri, "missing port after '[" + std::string(host) + "]'");
+    if (rest.front() != ':') {
+      return BadUri(uri, "unexpected '" + std::string(rest) + "' after '[" + std::string(host) +
+                             "]' (expected :PORT)");
+    }
+    rest.remove_prefix(1);
+  } else {
+    std::size_t colon = text.find(':');
+    host = text.substr(0, colon);
+    if (host.empty()) return BadUri(uri, "missing host (expected HOST:PORT)");
+    for (char c : host) {
+      if (!IsHostChar(c)) {
+        return BadUri(uri, "bad host '" + std::string(host) +
+                               "' (a name or IPv4 address; an IPv6 address goes in [...])");
+      }
+    }
+    if (colon == std::string_view::npos) {
+      return BadUri(uri, "missing port after host '" + std::string(host) + "' (expected HOST:PORT)");
+    }
+    rest = text.substr(colon + 1);
+  }
+  if (rest.empty()) return BadUri(uri, "missing port after '" + std::string(host) + ":'");
+  std::size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+  if (digits == 0) return BadUri(uri, "bad port '" + std::string(rest) + "' (expected 1..65535)");
+  if (digits < rest.size()) {
+    return BadUri(uri, "unexpected '" + std::string(rest.substr(digits)) + "' after port " +
+                           std::string(rest.substr(0, digits)));
+  }
+  std::uint64_t port = 0;
+  if (!ParseU64(rest, &port) || port < 1 || port > 65535) {
+    return BadUri(uri, "port " + std::string(rest) + " out of range (expected 1..65535)");
+  }
+  out->host = std::string(host);
+  out->port = static_cast<int>(port);
+  return Status::Ok();
+}
+
+// %XX escapes decoded (so a prefix may hold '&', '=', '%' ...); false on a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  out->clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// A positive count in [1, max].
+bool ParseCount(std::string_view s, std::uint64_t max, std::uint64_t* out) {
+  return ParseU64(s, out) && *out >= 1 && *out <= max;
+}
+
+// Milliseconds: a bare whole number (ms) or a duration with a unit (500ms, 2s); positive.
+bool ParseMs(const std::string& s, std::chrono::milliseconds* out) {
+  std::uint64_t n = 0;
+  if (ParseU64(s, &n)) {
+    if (n == 0 || n > INT_MAX) return false;
+    *out = std::chrono::milliseconds(static_cast<std::int64_t>(n));
+    return true;
+  }
+  auto d = ParseDuration(s);
+  if (!d.ok() || d->count() <= 0 || d->count() > INT_MAX) return false;
+  *out = *d;
+  return true;
+}
+
+Status ParseRedisQuery(const std::string& uri, std::string_view query, RedisQuery* q) {
+  if (query.empty()) return BadUri(uri, "empty query after '?'");
+  std::set<std::string> seen;
+  std::size_t pos = 0;
+  while (pos <= query.size()) {
+    std::size_t amp = query.find('&', pos);
+    if (amp == std::string_view::npos) amp = query.size();
+    std::string_view item = query.substr(pos, amp - pos);
+    pos = amp + 1;
+    std::size_t eq = item.find('=');
+    if (item.empty() || eq == std::string_view::npos) {
+      return BadUri(uri, "query item '" + std::string(item) + "' is not KEY=VALUE");
+    }
+    std::string key(item.substr(0, eq));
+    std::string value(item.substr(eq + 1));
+    if (!seen.insert(key).second) return BadUri(uri, "query key '" + key + "' given twice");
+    const std::string bad = "bad value '" + value + "' for '" + key + "' (expected ";
+    std::uint64_t n = 0;
+    if (key == "prefix") {
+      if (!PercentDecode(value, &q->prefix)) return BadUri(uri, bad + "text with valid %XX escapes)");
+      if (q->prefix.find_first_of("{}") != std::string::npos) {
+        return BadUri(uri, "the prefix must not contain '{' or '}'");
+      }
+    } else if (key == "buckets") {
+      if (!ParseCount(value, 1'000'000, &n)) return BadUri(uri, bad + "1..1000000)");
+      q->buckets = static_cast<std::size_t>(n);
+    } else if (key == "pool") {
+      if (!ParseCount(value, 1024, &n)) return BadUri(uri, bad + "1..1024)");
+      q->pool = static_cast<std::size_t>(n);
+    } else if (key == "wait") {
+      if (!ParseU64(value, &n) || n > 1000) return BadUri(uri, bad + "0..1000 replicas)");
+      q->wait = static_cast<int>(n);
+    } else if (key == "timeout" || key == "connect_timeout" || key == "wait_timeout") {
+      std::chrono::milliseconds* target = key == "timeout"           ? &q->timeout
+                                          : key == "connect_timeout" ? &q->connect_timeout
+                                                                     : &q->wait_timeout;
+      if (!ParseMs(value, target)) {
+        return BadUri(uri, bad + "positive milliseconds, e.g. 2000 or 2s)");
+      }
+    } else {
+      return BadUri(uri, "unknown query key '" + key +
+                             "' (expected prefix, buckets, pool, timeout, connect_timeout, "
+                             "wait, wait_timeout)");
+    }
+  }
+  if (q->wait > 0 && q->wait_timeout >= q->timeout) {
+    return BadUri(uri, "wait_timeout must be shorter than timeout");
+  }
+  return Status::Ok();
+}
+
+// Splits "AUTHORITY[/PATH][?QUERY]" after the scheme; the query (without '?') is parsed.
+Status SplitRedisUri(const std::string& uri, std::string_view rest, std::string_view* nodes,
+                     std::optional<std::string_view>* path, RedisQuery* q) {
+  std::size_t qmark = rest.find('?');
+  if (qmark != std::string_view::npos) {
+    if (Status s = ParseRedisQuery(uri, rest.substr(qmark + 1), q); !s.ok()) return s;
+    rest = rest.substr(0, qmark);
+  }
+  // A '/' inside [...] cannot occur in a valid IPv6 literal, so the first '/' ends the nodes.
+  std::size_t slash = rest.find('/');
+  *nodes = rest.substr(0, slash);
+  if (slash != std::string_view::npos) *path = rest.substr(slash + 1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseRedisUri(const std::string& uri, RedisOptions* out) {
+  constexpr std::string_view kScheme = "redis://";
+  std::string_view rest = std::string_view(uri).substr(kScheme.size());
+  std::string_view node_text;
+  std::optional<std::string_view> path;
+  RedisQuery q;
+  if (Status s = SplitRedisUri(uri, rest, &node_text, &path, &q); !s.ok()) return s;
+  if (node_text.find(',') != std::string_view::npos) {
+    return BadUri(uri, "redis:// takes one HOST:PORT (several nodes: redis-cluster://)");
+  }
+  RedisNode node;
+  if (Status s = ParseNode(uri, node_text, &node); !s.ok()) return s;
+  RedisOptions o;
+  o.host = node.host;
+  o.port = node.port;
+  if (path && !path->empty()) {
+    std::uint64_t db = 0;
+    if (!ParseU64(*path, &db) || db > INT_MAX) {
+      return BadUri(uri, "bad database '" + std::string(*path) + "' (expected a number, e.g. /0)");
+    }
+    o.db = static_cast<int>(db);
+  }
+  o.prefix = q.prefix;
+  if (q.buckets) o.buckets = *q.buckets;
+  o.pool_size = q.pool;
+  o.command_timeout = q.timeout;
+  o.connect_timeout = q.connect_timeout;
+  o.wait_replicas = q.wait;
+  o.wait_timeout = q.wait_timeout;
+  *out = std::move(o);
+  return Status::Ok();
+}
+
+Status ParseRedisClusterUri(const std::string& uri, RedisClusterOptions* out) {
+  constexpr std::string_view kScheme = "redis-cluster://";
+  std::string_view rest = std::string_view(uri).substr(kScheme.size());
+  std::string_view node_text;
+  std::optional<std::string_view> path;
+  RedisQuery q;
+  if (Status s = SplitRedisUri(uri, rest, &node_text, &path, &q); !s.ok()) return s;
+  if (node_text.empty()) {
+    return BadUri(uri, "no cluster nodes (expected HOST:PORT[,HOST:PORT...])");
+  }
+  if (path) {
+    return BadUri(uri, "redis-cluster:// takes no database ('/" + std::string(*path) +
+                           "'): a cluster has only database 0");
+  }
+  RedisClusterOptions o;
+  o.seeds.clear();
+  std::size_t pos = 0;
+  while (pos <= node_text.size()) {
+    std::size_t comma = node_text.find(',', pos);
+    if (comma == std::string_view::npos) comma = node_text.size();
+    std::string_view item = node_text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) return BadUri(uri, "empty node in the node list (a stray ',')");
+    RedisNode node;
+    if (Status s = ParseNode(uri, item, &node); !s.ok()) return s;
+    o.seeds.push_back(std::move(node));
+  }
+  o.prefix = q.prefix;
+  if (q.buckets) o.buckets = *q.buckets;
+  o.pool_size = q.pool;
+  o.command_timeout = q.timeout;
+  o.connect_timeout = q.connect_timeout;
+  o.wait_replicas = q.wait;
+  o.wait_timeout = q.wait_timeout;
+  *out = std::move(o);
+  return Status::Ok();
+}
+
+namespace {
 }  // namespace
 
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
@@ -221,6 +488,10 @@ Result<FaultOptions> ParseFaults(const std::string& spec) {
 std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
   const std::string& uri = ctx.store_uri;
   std::shared_ptr<Store> store;
+  auto cannot_open = [&](const Status& s) {
+    *exit_code = Fail(kExitStore, "cannot open store " + uri + ": " + s.message());
+    return nullptr;
+  };
   if (uri == "memory:" || uri == "memory") {
     store = std::make_shared<MemoryStore>();
   } else if (uri.rfind("lmdb:", 0) == 0) {
@@ -231,13 +502,38 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
     if (ctx.lmdb_sync == "nometasync") lo.durability = LmdbDurability::kNoMetaSync;
     if (ctx.lmdb_sync == "nosync") lo.durability = LmdbDurability::kNoSync;
     auto opened = LmdbStore::Open(path, lo);
-    if (!opened.ok()) {
-      *exit_code = Fail(kExitStore, "cannot open store " + uri + ": " + opened.status().message());
+    if (!opened.ok()) return cannot_open(opened.status());
+    store = *opened;
+  } else if (uri.rfind("redis://", 0) == 0 || uri.rfind("redis-cluster://", 0) == 0) {
+    const bool cluster = uri.rfind("redis-cluster://", 0) == 0;
+    RedisOptions ro;
+    RedisClusterOptions co;
+    Status parsed = cluster ? ParseRedisClusterUri(uri, &co) : ParseRedisUri(uri, &ro);
+    if (!parsed.ok()) {
+      *exit_code = Fail(kExitUsage, parsed.message());
       return nullptr;
     }
-    store = *opened;
+#ifdef LITETX_CLI_WITH_REDIS
+    // Open's errors (server unreachable, refused setup, not a cluster node, a format marker
+    // with another bucket count) are all store errors: the URI itself was checked above.
+    if (cluster) {
+      co.logger = Logger(ctx);
+      auto opened = RedisClusterStore::Open(std::move(co));
+      if (!opened.ok()) return cannot_open(opened.status());
+      store = *opened;
+    } else {
+      ro.logger = Logger(ctx);
+      auto opened = RedisStore::Open(std::move(ro));
+      if (!opened.ok()) return cannot_open(opened.status());
+      store = *opened;
+    }
+#else
+    *exit_code = Fail(kExitUsage, "bad --store '" + uri + "': this litetx was built without "
+                                  "Redis support (LITETX_WITH_REDIS=OFF)");
+    return nullptr;
+#endif
   } else {
-    *exit_code = Fail(kExitUsage, "bad --store '" + uri + "' (expected lmdb:PATH or memory:)");
+    *exit_code = Fail(kExitUsage, "bad --store '" + uri + "' (expected " + kStoreSchemes + ")");
     return nullptr;
   }
   if (const char* spec = std::getenv("LITETX_FAULTS"); spec != nullptr && *spec != '\0') {

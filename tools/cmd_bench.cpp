@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "bench/bench.h"
+#ifdef LITETX_CLI_WITH_REDIS
+#include "bench/redis_native.h"
+#endif
 #include "tools/cli.h"
 
 namespace litetx::cli {
@@ -38,6 +41,51 @@ bool ParseDuration(const std::string& s, std::chrono::milliseconds* out) {
   }
   *out = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
   return out->count() > 0;
+}
+
+// On redis://, the native alternative: MULTI/EXEC of N writes on one slot, straight through
+// hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
+struct NativeRows {
+  std::vector<std::string> lines;
+  boost::json::array json;
+  std::uint64_t errors = 0;
+};
+
+NativeRows RunNative(const Context& ctx, const bench::Config& config,
+                     const bench::Report& report) {
+  NativeRows out;
+#ifdef LITETX_CLI_WITH_REDIS
+  if (ctx.store_uri.rfind("redis://", 0) != 0) return out;
+  RedisOptions ro;
+  if (!ParseRedisUri(ctx.store_uri, &ro).ok()) return out;
+  for (int n : config.sizes) {
+    auto row = bench::MeasureRedisMultiExec(ro.host, ro.port, ro.db, ro.prefix, n,
+                                            config.duration);
+    if (!row.ok()) {
+      out.lines.push_back("  native MULTI/EXEC: " + row.status().message() + "\n");
+      ++out.errors;
+      break;
+    }
+    double litetx = 0;
+    for (const bench::TxRow& r : report.rows) {
+      if (r.n == n && r.threads == 1) litetx = r.tx.ops_per_s;
+    }
+    const bench::Measured& m = row->tx;
+    out.errors += m.errors;
+    char line[160];
+    std::snprintf(line, sizeof line, "%3d %10.0f %8.1f %9.1f %12.0f %8.3f\n", n, m.ops_per_s,
+                  m.p50_us, m.p99_us, litetx, m.ops_per_s > 0 ? litetx / m.ops_per_s : 0.0);
+    out.lines.push_back(line);
+    out.json.push_back({{"n", n}, {"threads", 1}, {"tx_per_s", m.ops_per_s},
+                        {"p50_us", m.p50_us}, {"p99_us", m.p99_us}, {"ops", m.ops},
+                        {"errors", m.errors}, {"litetx_tx_per_s", litetx}});
+  }
+#else
+  (void)ctx;
+  (void)config;
+  (void)report;
+#endif
+  return out;
 }
 
 int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
@@ -75,14 +123,23 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   auto report = bench::Run(store, config, EngineOptions(ctx), on_row);
   if (!report.ok()) return Fail(kExitStore, "benchmark setup: " + report.status().ToString());
 
+  NativeRows native = RunNative(ctx, config, *report);
+
   if (args.json) {
     boost::json::object out = bench::ToJson(*report).as_object();
+    if (!native.json.empty()) out["native"] = native.json;
     out["store"] = ctx.store_uri;
     out["sync"] = lmdb ? boost::json::value(ctx.lmdb_sync) : boost::json::value(nullptr);
     out["hardware_threads"] = std::thread::hardware_concurrency();
     PrintJson(out);
   } else {
     std::printf("\n%s\n", bench::ReadTable(*report).c_str());
+    if (!native.lines.empty()) {
+      std::printf("native alternative, no litetx: MULTI + N HSET + EXEC on one slot, pipelined, "
+                  "1 thread\n  N       tx/s   p50 us    p99 us  litetx tx/s  litetx/native\n");
+      for (const std::string& line : native.lines) std::fputs(line.c_str(), stdout);
+      std::printf("\n");
+    }
     std::printf("peak RSS %.1f MB (%.1f MB before the first measurement); targets %s\n",
                 static_cast<double>(report->peak_rss_kb) / 1024.0,
                 static_cast<double>(report->start_rss_kb) / 1024.0,
@@ -96,8 +153,9 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   if (!report->cleanup_error.empty()) {
     Fail(kExitOk, "cleanup of " + report->collection + ": " + report->cleanup_error);
   }
-  if (report->errors() > 0) {
-    return Fail(kExitFailed, std::to_string(report->errors()) + " operations failed");
+  if (report->errors() + native.errors > 0) {
+    return Fail(kExitFailed,
+                std::to_string(report->errors() + native.errors) + " operations failed");
   }
   return kExitOk;
 }

@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   CLI::App app{"litetx — multi-document transactions over single-document-atomic stores"};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
-  app.add_option("--store", ctx.store_uri, "Store URI: lmdb:PATH or memory:")
+  app.add_option("--store", ctx.store_uri,
+                 std::string("Store URI: ") + kStoreSchemes +
+                     ". Redis OPTIONS: prefix=P&buckets=N&pool=N&timeout=MS&connect_timeout=MS"
+                     "&wait=N&wait_timeout=MS (docs/cli.md)")
       ->capture_default_str();
   app.add_option("--log-level", ctx.log_level, "Engine log level on stderr")
       ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));

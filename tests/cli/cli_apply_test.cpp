@@ -229,32 +229,6 @@ TEST_F(CliApply, CorruptionOnAnUndecodableDocument) {
   EXPECT_NE(g.err.find("litetx: "), std::string::npos);
 }
 
-// The crash-test recipe of docs/cli.md: kill the coordinator after every write of a
-// two-document transaction (2N+3 = 7 writes), settle with the collector, and check that the
-// transfer happened completely or not at all.
-TEST_F(CliApply, CrashAfterEveryWriteLeavesAllOrNothing) {
-  std::int64_t a1 = 100, a2 = 50;
-  for (int k = 1; k <= 8; ++k) {
-    SCOPED_TRACE("crash-after-writes:" + std::to_string(k));
-    RunResult r = Apply(kTransfer, "crash-after-writes:" + std::to_string(k));
-    EXPECT_EQ(r.code, k <= 7 ? 86 : 0) << r.err;
-    RunResult gc = Cli({"gc", "--once", "--older-than", "0s"});
-    EXPECT_EQ(gc.code, 0) << gc.err;
-    std::int64_t b1 = Balance("a1"), b2 = Balance("a2");
-    bool before = b1 == a1 && b2 == a2;
-    bool after = b1 == a1 - 30 && b2 == a2 + 30;
-    EXPECT_TRUE(before || after) << b1 << " " << b2;
-    if (k >= 4) {
-      EXPECT_TRUE(after);  // the commit flip (write 4) had landed
-    } else {
-      EXPECT_TRUE(before);
-    }
-    EXPECT_EQ(Unsettled(), 0);
-    a1 = b1;
-    a2 = b2;
-  }
-}
-
 // A document exactly at the default nesting limit (64 levels, the document itself counted)
 // is accepted from JSON input and reads back as given.
 TEST_F(CliApply, DocumentAtTheNestingLimitCommits) {

@@ -1,0 +1,89 @@
+// tests/cli/cli_crash_test.cpp — the crash-test recipe of docs/cli.md on every store the CLI
+// can open for writing (LMDB, Redis): kill the coordinator after each write of a two-document
+// transaction, settle with the collector, and audit that the transfer happened completely or
+// not at all and that nothing is left held.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cli_harness.h"
+#include "cli_redis.h"
+
+namespace litetx::clitest {
+namespace {
+namespace json = boost::json;
+
+constexpr const char* kSeed =
+    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
+                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
+constexpr const char* kTransfer =
+    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
+                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
+// Writes of a committed two-document transaction: record, 2 applies, commit flip, 2 finishes,
+// outcome marker (2N+3).
+constexpr int kWrites = 7;
+
+class CliCrash : public CliTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (GetParam() == "redis") {
+      START_REDIS_OR_SKIP(redis_);
+    }
+  }
+  // Points the test at an empty store of its own: a new LMDB directory, or a new key prefix
+  // on the Redis server.
+  void FreshStore(int k) {
+    if (GetParam() == "redis") {
+      store_ = "redis://127.0.0.1:" + std::to_string(redis_->port()) + "?prefix=crash" +
+               std::to_string(k) + ":";
+    } else {
+      store_ = "lmdb:" + dir_ + "/db" + std::to_string(k);
+    }
+  }
+  std::int64_t Balance(const std::string& id) const {
+    json::object o = Get("accounts", id);
+    const json::value* doc = o.if_contains("doc");
+    if (doc == nullptr || !doc->is_object()) {
+      ADD_FAILURE() << "no document " << id << ": " << json::serialize(o);
+      return -1;
+    }
+    return doc->as_object().at("balance").to_number<std::int64_t>();
+  }
+  std::unique_ptr<TestRedisServer> redis_;
+};
+
+TEST_P(CliCrash, CrashAfterEveryWriteLeavesAllOrNothing) {
+  for (int k = 1; k <= kWrites + 1; ++k) {
+    SCOPED_TRACE("store " + GetParam() + ", crash-after-writes:" + std::to_string(k));
+    FreshStore(k);
+    RunResult seed = Apply(kSeed);
+    ASSERT_EQ(seed.code, 0) << seed.err;
+    RunResult r = Apply(kTransfer, "crash-after-writes:" + std::to_string(k));
+    // The K-th write exists (the process exits right after it) for K <= 7; there is no 8th.
+    EXPECT_EQ(r.code, k <= kWrites ? 86 : 0) << r.err;
+    // Until the 7th write turns the record into an outcome marker, it is left unsettled.
+    EXPECT_EQ(Unsettled(), k < kWrites ? 1 : 0);
+    RunResult gc = Cli({"gc", "--once", "--older-than", "0s"});
+    EXPECT_EQ(gc.code, 0) << gc.err;
+    // Settled: committed at or after the commit flip (write 4), untouched before it.
+    const std::int64_t b1 = Balance("a1"), b2 = Balance("a2");
+    if (k >= 4) {
+      EXPECT_TRUE(b1 == 70 && b2 == 80) << b1 << " " << b2;
+    } else {
+      EXPECT_TRUE(b1 == 100 && b2 == 50) << b1 << " " << b2;
+    }
+    EXPECT_EQ(Unsettled(), 0);
+    for (const char* id : {"a1", "a2"}) {
+      RunResult raw = Cli({"get", "accounts", id, "--uncommitted"});
+      EXPECT_EQ(raw.code, 0) << raw.err;
+      EXPECT_FALSE(raw.Json().contains("txn")) << id << " still held: " << raw.out;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, CliCrash, ::testing::Values("lmdb", "redis"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace litetx::clitest
