@@ -1,8 +1,8 @@
 // tests/redis/redis_cluster_harness_test.cpp — the Redis Cluster test harness itself, checked
-// with plain commands (no litetx store): the cluster it starts, the redirections of its slot
-// map, a slot moved while half moved, a master killed and replaced by its replica, the killed
-// master back as a replica, and a manual failover. Skipped with a message when redis-server or
-// redis-cli is not installed.
+// with plain commands (no litetx store): a single server's AOF across SIGKILL and Restart, the
+// cluster it starts, the redirections of its slot map, a slot moved while half moved, a master
+// killed and replaced by its replica, the killed master back as a replica, and a manual
+// failover. Skipped with a message when redis-server or redis-cli is not installed.
 //
 // RedisClusterHarnessTest shares one cluster (started once for the suite); its tests read the
 // slot map when they need it, so the slot MoveSlot moves does not disturb the others.
@@ -55,6 +55,29 @@ std::string GetText(const RedisServer& n, const std::string& key) {
   if (r->type == REDIS_REPLY_NIL) return "<nil>";
   if (r->type == REDIS_REPLY_ERROR) return "<error " + ReplyText(r.get()) + ">";
   return ReplyText(r.get());
+}
+
+// A single server with appendfsync always: a write acknowledged before SIGKILL is there after
+// Restart (same port, same directory), which waits for the AOF to be loaded.
+TEST(RedisServerHarnessTest, AppendOnlyWriteSurvivesKill9AndRestart) {
+  if (RedisServerPath().empty()) GTEST_SKIP() << MissingTools();
+  RedisServer s;
+  RedisServerOptions o;
+  o.appendonly = true;
+  o.appendfsync = "always";
+  ASSERT_EQ(s.Start(o), "");
+  const int port = s.port();
+  const pid_t first = s.pid();
+  EXPECT_EQ(s.InfoField("persistence", "aof_enabled"), "1");
+  ASSERT_EQ(ReplyText(s.Command({"SET", "k", "durable"}).get()), "OK");
+  s.Kill9();
+  EXPECT_FALSE(s.running());
+  EXPECT_FALSE(s.Ping());
+  ASSERT_EQ(s.Restart(), "");
+  EXPECT_EQ(s.port(), port);
+  EXPECT_NE(s.pid(), first);
+  EXPECT_EQ(s.InfoField("persistence", "loading"), "0");
+  EXPECT_EQ(GetText(s, "k"), "durable");
 }
 
 class RedisClusterHarnessTest : public ::testing::Test {
