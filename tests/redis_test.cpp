@@ -491,3 +491,102 @@ TEST_F(RedisStoreTest, DatabaseAndCollectorSmoke) {
 }
 }  // namespace
 }  // namespace ltxtest
+
+namespace ltxtest {
+namespace {
+
+// The format marker: written by the first Open, checked by later ones; a marker of another
+// bucket count or a foreign key under that name refuses the store and writes nothing.
+TEST_F(RedisStoreTest, FormatMarkerRecordsTheBucketCount) {
+  RedisOptions o = Opts();
+  o.buckets = 8;
+  ASSERT_NE(MustOpen(o), nullptr);
+  RawReply marker = server_.Command({"GET", o.prefix + "format"});
+  ASSERT_NE(marker, nullptr);
+  ASSERT_EQ(marker->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(marker->str, marker->len), "litetx-redis 1 buckets=8");
+  ASSERT_NE(MustOpen(o), nullptr);  // the same count again: fine
+
+  RawReply before = server_.Command("DBSIZE");
+  RedisOptions other = o;
+  other.buckets = 16;
+  auto s = RedisStore::Open(other);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("buckets=8"), std::string::npos) << s.status().ToString();
+
+  RedisOptions foreign = Opts();
+  ASSERT_NE(server_.Command({"SET", foreign.prefix + "format", "someone else's"}), nullptr);
+  auto f = RedisStore::Open(foreign);
+  EXPECT_EQ(f.code(), Code::kInvalidArgument) << f.status().ToString();
+  EXPECT_NE(f.status().message().find("not litetx's"), std::string::npos) << f.status().ToString();
+  RedisOptions typed = Opts();
+  ASSERT_NE(server_.Command({"LPUSH", typed.prefix + "format", "x"}), nullptr);
+  auto t = RedisStore::Open(typed);
+  EXPECT_EQ(t.code(), Code::kInvalidArgument) << t.status().ToString();
+  RawReply after = server_.Command("DBSIZE");
+  ASSERT_NE(before, nullptr);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->integer, before->integer + 2);  // only the two keys this test set itself
+}
+
+// With wait_replicas and no replica attached, every write runs on the server but WAIT counts
+// 0 replicas: kUnknown, and the write is visible afterwards (it did run).
+TEST_F(RedisStoreTest, WaitWithoutReplicasReportsUnknownAfterTheWriteRan) {
+  RedisOptions o = Opts();
+  o.wait_replicas = 1;
+  o.wait_timeout = std::chrono::milliseconds(50);
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  auto c = store->Create(Key{"w", "a"}, Obj(R"({"n":1})"));
+  EXPECT_EQ(c.code(), Code::kUnknown) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("0 of 1 replicas"), std::string::npos)
+      << c.status().ToString();
+  auto g = store->Get(Key{"w", "a"});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_TRUE(g->has_value());
+  // A refused write (conflict) is reported as such: WAIT does not matter when nothing ran.
+  auto again = store->Create(Key{"w", "a"}, Obj(R"({"n":2})"));
+  EXPECT_EQ(again.code(), Code::kConflict) << again.status().ToString();
+  RedisOptions bad = Opts();
+  bad.wait_replicas = 1;
+  bad.wait_timeout = bad.command_timeout;
+  EXPECT_EQ(RedisStore::Open(bad).code(), Code::kInvalidArgument);
+}
+
+// A pooled connection that the server closed (here: CLIENT KILL of every client) is noticed
+// before use, so a write on it is not reported as an unknown outcome.
+TEST_F(RedisStoreTest, IdleConnectionClosedByTheServerIsNotUsed) {
+  RedisOptions o = Opts();
+  o.pool_size = 2;
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Create(Key{"k", "a"}, Obj(R"({"n":1})")).ok());
+  RawReply killed = server_.Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  ASSERT_NE(killed, nullptr);
+  ASSERT_EQ(killed->type, REDIS_REPLY_INTEGER);
+  ASSERT_GE(killed->integer, 1);
+  // Give the server's FIN a moment to arrive (bounded: the peek is what is under test).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto c = store->Create(Key{"k", "b"}, Obj(R"({"n":1})"));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
+// RedisStore refuses a cluster-mode server (it would answer MOVED for most keys).
+TEST_F(RedisStoreTest, ClusterNodeIsRefused) {
+  RedisServer node;
+  RedisServerOptions so;
+  so.cluster = true;
+  std::string why = node.Start(so);
+  ASSERT_EQ(why, "") << why;
+  RedisOptions o = Opts();
+  o.port = node.port();
+  auto s = RedisStore::Open(o);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("cluster"), std::string::npos) << s.status().ToString();
+  RawReply size = node.Command("DBSIZE");
+  ASSERT_NE(size, nullptr);
+  EXPECT_EQ(size->integer, 0);
+}
+
+}  // namespace
+}  // namespace ltxtest
