@@ -29,6 +29,8 @@ class CliCrash : public CliTest, public ::testing::WithParamInterface<std::strin
     CliTest::SetUp();
     if (GetParam() == "redis") {
       START_REDIS_OR_SKIP(redis_);
+    } else if (GetParam() == "redis_cluster") {
+      START_REDIS_CLUSTER_OR_SKIP(cluster_);
     }
   }
   // Points the test at an empty store of its own: a new LMDB directory, or a new key prefix
@@ -37,6 +39,8 @@ class CliCrash : public CliTest, public ::testing::WithParamInterface<std::strin
     if (GetParam() == "redis") {
       store_ = "redis://127.0.0.1:" + std::to_string(redis_->port()) + "?prefix=crash" +
                std::to_string(k) + ":";
+    } else if (GetParam() == "redis_cluster") {
+      store_ = ClusterUri(*cluster_) + "?prefix=crash" + std::to_string(k) + ":";
     } else {
       store_ = "lmdb:" + dir_ + "/db" + std::to_string(k);
     }
@@ -51,6 +55,7 @@ class CliCrash : public CliTest, public ::testing::WithParamInterface<std::strin
     return doc->as_object().at("balance").to_number<std::int64_t>();
   }
   std::unique_ptr<TestRedisServer> redis_;
+  std::unique_ptr<TestRedisCluster> cluster_;
 };
 
 TEST_P(CliCrash, CrashAfterEveryWriteLeavesAllOrNothing) {
@@ -82,7 +87,7 @@ TEST_P(CliCrash, CrashAfterEveryWriteLeavesAllOrNothing) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, CliCrash, ::testing::Values("lmdb", "redis"),
+INSTANTIATE_TEST_SUITE_P(Stores, CliCrash, ::testing::Values("lmdb", "redis", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -232,8 +232,36 @@ TEST_F(CliRedis, ClusterUriOnAPlainServerFails) {
   RunResult r = RunCli({"--store", uri, "txns"});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find(node), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not in cluster mode"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(DbSize(), before);
+}
+
+// `litetx demo` on a 3-master cluster (a replica each): the bank's accounts spread over every
+// master, coordinators crash mid-transfer, the collector repairs them, and the audit verifies.
+TEST(CliRedisCluster, DemoVerifiesAfterCrashes) {
+  std::unique_ptr<TestRedisCluster> cluster;
+  START_REDIS_CLUSTER_OR_SKIP(cluster);
+  const std::string uri = ClusterUri(*cluster) + "?prefix=demo:&wait=1";
+  RunResult r = RunCli({"--store", uri, "demo", "--duration", "2", "--crash-rate", "0.05",
+                        "--lease-ms", "300", "--no-progress"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("[demo on redis-cluster] %s", r.out.c_str());
+  json::object o = r.Json();
+  ASSERT_TRUE(o["verification"].is_object()) << r.out;
+  json::object& v = o["verification"].as_object();
+  EXPECT_EQ(v["ok"], true);
+  EXPECT_EQ(v["error_count"], 0);
+  EXPECT_EQ(v["open_records"], 0);
+  EXPECT_EQ(v["held_documents"], 0);
+  EXPECT_EQ(v["total"], v["expected_total"]);
+  EXPECT_GT(o["committed"].to_number<std::uint64_t>(), 0u);
+  EXPECT_GT(o["crashed"].to_number<std::uint64_t>(), 0u);
+  for (int m : cluster->MasterPorts()) {
+    ltxtest::RawReply size = cluster->Node(m).Command({"DBSIZE"});
+    ASSERT_NE(size, nullptr);
+    EXPECT_GT(size->integer, 0) << "master " << m << " holds none of the bank";
+  }
 }
 
 }  // namespace
