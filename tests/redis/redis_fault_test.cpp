@@ -890,7 +890,7 @@ TEST(RedisFaultTest, LiveReshardingLosesNothing) {
 // has passed), counts the transfer as done if it committed, and retries it under a new ledger
 // id only if it was aborted. So each logical transfer must be in the ledger at most once, and
 // every in-doubt attempt must be in the ledger exactly when its outcome is committed. The
-// pause is repeated (at least twice, at most 12 times) until some commit has returned kUnknown;
+// pause is repeated (at least twice, at most 16 times) until some commit has returned kUnknown;
 // all but the first start on the thread of a commit flip, just before it is sent. Epochs: even
 // are running, odd are paused.
 TEST(RedisFaultTest, PausedServerPastCommandTimeout) {
@@ -920,10 +920,10 @@ TEST(RedisFaultTest, PausedServerPastCommandTimeout) {
   litetx::Collector gc(observed, GcOptions(cfg, 20ms, 0ms));
   gc.Start();
   // The first pause starts at a random moment, the others on the thread of a commit flip, just
-  // before it is sent (so that the flip itself is caught; on a loaded machine about half of
-  // them end kUnknown). Pauses go on, at least two and at most 12, until some commit has
+  // before it is sent (so that the flip itself is caught; in the runs measured one in three to
+  // all of them ended kUnknown). Pauses go on, at least two and at most 16, until some commit has
   // returned kUnknown.
-  constexpr int kMaxPauses = 12;
+  constexpr int kMaxPauses = 16;
   int pauses = 0, at_flip = 0;
   std::mutex flip_mu;
   std::condition_variable flip_cv;
