@@ -452,12 +452,10 @@ Result<std::shared_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisClusterO
   if (options.prefix.find_first_of("{}") != std::string::npos) {
     return Status::InvalidArgument("redis-cluster: the prefix must not contain '{' or '}'");
   }
-  if (options.wait_replicas < 0) {
-    return Status::InvalidArgument("redis-cluster: wait_replicas must not be negative");
-  }
-  if (options.wait_replicas > 0 && options.wait_timeout >= options.command_timeout) {
-    return Status::InvalidArgument(
-        "redis-cluster: wait_timeout must be shorter than command_timeout");
+  if (std::string why = TimeoutProblem(options.connect_timeout, options.command_timeout,
+                                       options.wait_replicas, options.wait_timeout);
+      !why.empty()) {
+    return Status::InvalidArgument("redis-cluster: " + why);
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -473,7 +471,8 @@ Result<std::shared_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisClusterO
   for (NodePool* p : masters) {
     auto c = p->Connect();
     if (!c.ok()) return c.status();
-    Status s = LoadScripts(*c, &impl->scripts);
+    Status s = CheckEvictionPolicy(*c, *p);
+    if (s.ok()) s = LoadScripts(*c, &impl->scripts);
     if (!s.ok()) {
       redisFree(*c);
       return Status(s.code(), "redis-cluster: " + p->name() + ": " + s.message());
@@ -482,17 +481,19 @@ Result<std::shared_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisClusterO
   }
   const RedisClusterOptions& o = impl->options;
   NodePool* marker = impl->slots[static_cast<std::size_t>(SlotOf(FormatKey(o.prefix)))];
+  bool asking = false;
   for (int hop = 0;; ++hop) {
     auto c = marker->Connect();
     if (!c.ok()) return c.status();
     ErrorReply redirect;
-    Status s = CheckFormat(*c, o.prefix, o.buckets, &redirect);
+    Status s = CheckFormat(*c, o.prefix, o.buckets, &redirect, asking);
     redisFree(*c);
     if (!s.ok()) return s;
     if (redirect.text.empty()) break;
     if (hop >= o.max_redirects) {
       return Status::Unavailable("redis-cluster: the format marker keeps moving: " + redirect.text);
     }
+    asking = redirect.kind == ErrorKind::kAsk;
     marker = impl->Pool(redirect.host, redirect.port);
   }
   return std::shared_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));

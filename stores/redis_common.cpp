@@ -530,11 +530,52 @@ Status LoadScripts(redisContext* c, Scripts* scripts) {
   return Status::Ok();
 }
 
+std::string TimeoutProblem(std::chrono::milliseconds connect_timeout,
+                           std::chrono::milliseconds command_timeout, int wait_replicas,
+                           std::chrono::milliseconds wait_timeout) {
+  if (connect_timeout.count() <= 0) return "connect_timeout must be positive";
+  if (command_timeout.count() <= 0) return "command_timeout must be positive";
+  if (wait_replicas < 0) return "wait_replicas must not be negative";
+  if (wait_replicas > 0 && wait_timeout.count() <= 0) {
+    return "wait_timeout must be positive (WAIT 0 waits forever)";
+  }
+  if (wait_replicas > 0 && wait_timeout >= command_timeout) {
+    return "wait_timeout must be shorter than command_timeout";
+  }
+  return {};
+}
+
+Status CheckEvictionPolicy(redisContext* c, const NodePool& pool) {
+  Reply r(static_cast<redisReply*>(redisCommand(c, "CONFIG GET maxmemory-policy")));
+  if (r == nullptr) {
+    return Status::Unavailable("redis: " + pool.name() + ": CONFIG GET: " + ContextError(c));
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[1]->type != REDIS_REPLY_STRING) {
+    pool.Warn("redis " + pool.name() +
+              ": cannot read maxmemory-policy (CONFIG GET refused); it must not be allkeys-*, "
+              "which would evict litetx's keys");
+    return Status::Ok();
+  }
+  std::string_view policy = ReplyText(r->element[1]);
+  if (policy.starts_with("allkeys-")) {
+    return Status::InvalidArgument(
+        "redis: " + pool.name() + " has maxmemory-policy " + std::string(policy) +
+        ": it may evict documents and revision counters (revisions would be reused); use "
+        "noeviction (or a volatile-* policy: litetx's keys never expire)");
+  }
+  return Status::Ok();
+}
+
 Status CheckFormat(redisContext* c, std::string_view prefix, std::size_t buckets,
-                   ErrorReply* redirect) {
+                   ErrorReply* redirect, bool asking) {
   const std::string key = FormatKey(prefix);
   const std::string want = FormatValue(buckets);
+  auto ask = [&] {
+    if (asking) Reply(static_cast<redisReply*>(redisCommand(c, "ASKING")));
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
+    ask();
     Reply r(static_cast<redisReply*>(redisCommand(c, "GET %b", key.data(), key.size())));
     if (r == nullptr) {
       return Status::Unavailable("redis: reading " + Quoted(key) + ": " + ContextError(c));
@@ -567,6 +608,7 @@ Status CheckFormat(redisContext* c, std::string_view prefix, std::size_t buckets
     if (r->type != REDIS_REPLY_NIL) {
       return Status::Corruption("redis: reading " + Quoted(key) + ": unexpected reply type");
     }
+    ask();
     Reply set(static_cast<redisReply*>(redisCommand(c, "SET %b %b NX", key.data(), key.size(),
                                                     want.data(), want.size())));
     if (set == nullptr) {

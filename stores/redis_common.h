@@ -182,13 +182,24 @@ enum class Stage { kOk, kBeforeSent, kAfterSent };
 std::vector<Reply> Exchange(Conn& conn, const std::vector<Command>& commands, Stage* stage,
                             std::string* error);
 
+// Why these timeouts cannot be used, or empty: every timeout must be positive (hiredis takes
+// 0 as "none" and WAIT takes 0 as "forever"), and WAIT's shorter than the command's.
+std::string TimeoutProblem(std::chrono::milliseconds connect_timeout,
+                           std::chrono::milliseconds command_timeout, int wait_replicas,
+                           std::chrono::milliseconds wait_timeout);
+// Checks the server's maxmemory-policy (CONFIG GET): an allkeys-* policy may evict a bucket's
+// revision counter or a document, which would reuse revisions and lose data, so it is
+// kInvalidArgument. A server that refuses CONFIG (renamed, ACL) is let through with a warning
+// to `pool`'s logger.
+Status CheckEvictionPolicy(redisContext* c, const NodePool& pool);
 // SCRIPT LOAD of every script on `c`; fills scripts->sha. kUnavailable on failure.
 Status LoadScripts(redisContext* c, Scripts* scripts);
 // Checks the format marker on `c` (GET): absent → SET NX it; present → must equal
 // FormatValue(buckets). kInvalidArgument if it differs or is not a string. `*moved` receives
-// a MOVED/ASK reply's text (cluster) instead of an answer.
+// a MOVED/ASK reply (cluster) instead of an answer.
+// `asking`: precede each command with ASKING (the marker's slot is being moved to this node).
 Status CheckFormat(redisContext* c, std::string_view prefix, std::size_t buckets,
-                   ErrorReply* redirect);
+                   ErrorReply* redirect, bool asking = false);
 
 // The one-round-trip write: [ASKING] EVALSHA (or EVAL after NOSCRIPT) of `id` on `conn`, then
 // (if wait_replicas > 0) WAIT in a second send so that a failure to send it cannot be taken

@@ -62,11 +62,10 @@ Result<std::shared_ptr<RedisStore>> RedisStore::Open(RedisOptions options) try {
   if (options.prefix.find_first_of("{}") != std::string::npos) {
     return Status::InvalidArgument("redis: the prefix must not contain '{' or '}'");
   }
-  if (options.wait_replicas < 0) {
-    return Status::InvalidArgument("redis: wait_replicas must not be negative");
-  }
-  if (options.wait_replicas > 0 && options.wait_timeout >= options.command_timeout) {
-    return Status::InvalidArgument("redis: wait_timeout must be shorter than command_timeout");
+  if (std::string why = TimeoutProblem(options.connect_timeout, options.command_timeout,
+                                       options.wait_replicas, options.wait_timeout);
+      !why.empty()) {
+    return Status::InvalidArgument("redis: " + why);
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -91,6 +90,7 @@ Result<std::shared_ptr<RedisStore>> RedisStore::Open(RedisOptions options) try {
                                   "(redis-cluster://)");
     }
   }
+  if (s.ok()) s = CheckEvictionPolicy(ctx, *impl->pool);
   if (s.ok()) s = LoadScripts(ctx, &impl->scripts);
   if (s.ok()) s = CheckFormat(ctx, o.prefix, o.buckets, &redirect);
   if (s.ok() && !redirect.text.empty()) {

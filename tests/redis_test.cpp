@@ -590,3 +590,52 @@ TEST_F(RedisStoreTest, ClusterNodeIsRefused) {
 
 }  // namespace
 }  // namespace ltxtest
+
+namespace ltxtest {
+namespace {
+
+// Timeouts hiredis or WAIT would read as "none" or "forever" are refused at Open.
+TEST_F(RedisStoreTest, TimeoutsMustBePositive) {
+  auto open_with = [&](auto change) {
+    RedisOptions o = Opts();
+    change(o);
+    return RedisStore::Open(o).code();
+  };
+  using ms = std::chrono::milliseconds;
+  EXPECT_EQ(open_with([](RedisOptions& o) { o.command_timeout = ms(0); }), Code::kInvalidArgument);
+  EXPECT_EQ(open_with([](RedisOptions& o) { o.connect_timeout = ms(-1); }), Code::kInvalidArgument);
+  EXPECT_EQ(open_with([](RedisOptions& o) {
+              o.wait_replicas = 1;
+              o.wait_timeout = ms(0);
+            }),
+            Code::kInvalidArgument);
+  EXPECT_EQ(open_with([](RedisOptions& o) {
+              o.wait_replicas = 1;
+              o.wait_timeout = ms(-1);
+            }),
+            Code::kInvalidArgument);
+  EXPECT_EQ(open_with([](RedisOptions& o) { o.wait_replicas = -1; }), Code::kInvalidArgument);
+  EXPECT_EQ(open_with([](RedisOptions& o) { o.wait_timeout = ms(0); }), Code::kOk);  // unused
+}
+
+// A server that may evict litetx's keys is refused; noeviction and volatile-* are accepted.
+TEST_F(RedisStoreTest, EvictingServerIsRefused) {
+  RawReply before = server_.Command("DBSIZE");
+  ASSERT_NE(before, nullptr);
+  for (const char* policy : {"allkeys-lru", "allkeys-random", "allkeys-lfu"}) {
+    ASSERT_NE(server_.Command({"CONFIG", "SET", "maxmemory-policy", policy}), nullptr);
+    auto s = RedisStore::Open(Opts());
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << policy << ": " << s.status().ToString();
+    EXPECT_NE(s.status().message().find(policy), std::string::npos) << s.status().ToString();
+  }
+  RawReply after = server_.Command("DBSIZE");
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->integer, before->integer);  // nothing written
+  for (const char* policy : {"volatile-lru", "noeviction"}) {
+    ASSERT_NE(server_.Command({"CONFIG", "SET", "maxmemory-policy", policy}), nullptr);
+    EXPECT_NE(MustOpen(Opts()), nullptr) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace ltxtest

@@ -81,14 +81,14 @@ struct RedisClusterOptions {
   std::size_t buckets = 64;
   // Most connections open at once to each node. 1 or more.
   std::size_t pool_size = 8;
-  // Bound on establishing one TCP connection.
+  // Bound on establishing one TCP connection; positive.
   std::chrono::milliseconds connect_timeout{1000};
-  // Bound on each send and each wait for a reply; a write whose reply does not come in time
-  // fails with kUnknown.
+  // Bound on each send and each wait for a reply; positive. A write whose reply does not come
+  // in time fails with kUnknown.
   std::chrono::milliseconds command_timeout{2000};
   // Replicas that must acknowledge each write (WAIT) before it is reported done; 0: none.
   int wait_replicas = 0;
-  // How long WAIT waits for those replicas (must be shorter than command_timeout).
+  // How long WAIT waits for those replicas: positive and shorter than command_timeout.
   std::chrono::milliseconds wait_timeout{500};
   // Redirects (MOVED, ASK) and TRYAGAIN retries followed for one command before kUnavailable.
   int max_redirects = 16;
@@ -101,7 +101,8 @@ class RedisClusterStore final : public Store {
   // Reads the slot map from the first seed that answers, loads the write scripts on every
   // master, and checks or writes the format marker. kUnavailable if no seed answers or the
   // map does not cover every slot; kInvalidArgument for bad options, a node that is not in
-  // cluster mode, or a marker with another bucket count (then nothing is written).
+  // cluster mode, a master whose maxmemory-policy is allkeys-*, or a marker with another
+  // bucket count or not litetx's (then nothing is written).
   static Result<std::shared_ptr<RedisClusterStore>> Open(RedisClusterOptions options = {});
 
   ~RedisClusterStore() override;

@@ -71,15 +71,15 @@ struct RedisOptions {
   std::size_t buckets = 16;
   // Most connections open at once; calls beyond that wait for a free one. 1 or more.
   std::size_t pool_size = 8;
-  // Bound on establishing one TCP connection.
+  // Bound on establishing one TCP connection; positive.
   std::chrono::milliseconds connect_timeout{1000};
-  // Bound on each send and each wait for a reply; a write whose reply does not come in time
-  // fails with kUnknown.
+  // Bound on each send and each wait for a reply; positive. A write whose reply does not come
+  // in time fails with kUnknown.
   std::chrono::milliseconds command_timeout{2000};
   // Replicas that must acknowledge each write (WAIT) before it is reported done; 0: none.
   // A write that fewer replicas acknowledged within wait_timeout fails with kUnknown.
   int wait_replicas = 0;
-  // How long WAIT waits for those replicas (must be shorter than command_timeout).
+  // How long WAIT waits for those replicas: positive and shorter than command_timeout.
   std::chrono::milliseconds wait_timeout{500};
   // Receives warnings (connections discarded, scripts reloaded); null means log nothing.
   std::shared_ptr<spdlog::logger> logger;
@@ -87,9 +87,11 @@ struct RedisOptions {
 
 class RedisStore final : public Store {
  public:
-  // Connects once (SELECT db, SCRIPT LOAD of the write scripts) and returns the store; nothing
-  // is written. kUnavailable if the server cannot be reached or refuses the setup commands,
-  // kInvalidArgument for bad options.
+  // Connects once (SELECT db, SCRIPT LOAD of the write scripts), checks the format marker
+  // (writing it if absent, the only write) and returns the store. kUnavailable if the server
+  // cannot be reached or refuses the setup commands; kInvalidArgument for bad options, a
+  // cluster-mode server, a maxmemory-policy of allkeys-* (it would evict litetx's keys), or a
+  // marker of another bucket count or not litetx's (then nothing is written).
   static Result<std::shared_ptr<RedisStore>> Open(RedisOptions options = {});
 
   ~RedisStore() override;

@@ -386,6 +386,23 @@ TEST_F(RedisClusterStoreTest, BadOptionsAndAnotherBucketCountAreRefused) {
   EXPECT_EQ(bad([](RedisClusterOptions& b) { b.pool_size = 0; }), Code::kInvalidArgument);
   EXPECT_EQ(bad([](RedisClusterOptions& b) { b.prefix = "a{"; }), Code::kInvalidArgument);
   EXPECT_EQ(bad([](RedisClusterOptions& b) { b.wait_replicas = -1; }), Code::kInvalidArgument);
+  EXPECT_EQ(bad([](RedisClusterOptions& b) { b.command_timeout = std::chrono::milliseconds(0); }),
+            Code::kInvalidArgument);
+  EXPECT_EQ(bad([](RedisClusterOptions& b) {
+              b.wait_replicas = 1;
+              b.wait_timeout = std::chrono::milliseconds(0);
+            }),
+            Code::kInvalidArgument);
+  // A master that may evict keys is refused.
+  const int m = cluster_->MasterPorts().front();
+  ASSERT_NE(cluster_->Node(m).Command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}),
+            nullptr);
+  auto evicting = RedisClusterStore::Open(Opts());
+  ASSERT_NE(cluster_->Node(m).Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}),
+            nullptr);
+  EXPECT_EQ(evicting.code(), Code::kInvalidArgument) << evicting.status().ToString();
+  EXPECT_NE(evicting.status().message().find("allkeys-lru"), std::string::npos)
+      << evicting.status().ToString();
   EXPECT_EQ(bad([](RedisClusterOptions& b) {
               b.wait_replicas = 1;
               b.wait_timeout = b.command_timeout;
