@@ -202,7 +202,6 @@ class LossyLink final : public litetx::ForwardingStore {
 // before, not found (a one-action commit has no record): the documents' last writer — which
 // must agree with the commit point; nothing is applied twice (the exact after contents and
 // versions).
-
 void LostRepliesProperty(UnknownShares& shares, const StoreFactory& store) {
   const bool aim_at_flip = *rc::gen::element(false, true);
   // Aimed cases take the full path (two or more actions) two times in three.
