@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 
+#include "crash_props.h"
 #include "harness.h"
 
 namespace ptest {
@@ -69,11 +70,13 @@ bool HasWrite(const Scenario& s) {
   return false;
 }
 
+}  // namespace
+
 // A coordinator crash at any write before or after the commit point, or none, then a first
 // collector that crashes at any of its writes (counted in a run without that crash), or
 // completes, or no first collector, then a healthy collector: after if the commit point
 // landed, else before; clean, versions never down.
-RC_GTEST_PROP(CrashProperty, CrashAtAnyWriteThenCollectorLeavesBeforeOrAfter, ()) {
+void CrashAtAnyWriteProperty(const StoreFactory& store) {
   Scenario s = *GenScenario();
   Oracle o = RunOracle(s);
   // A crash point before the commit point, at or after it, or none (o.writes + 1), in 2:2:1.
@@ -88,7 +91,7 @@ RC_GTEST_PROP(CrashProperty, CrashAtAnyWriteThenCollectorLeavesBeforeOrAfter, ()
       break;
   }
   RC_LOG() << s.Describe() << " crash_k=" << k << "\n";
-  CrashReport dry = RunCrashCase(s, o, CrashCase{k, 0, nullptr});
+  CrashReport dry = RunCrashCase(s, o, CrashCase{k, 0, nullptr, store});
   RC_LOG() << "without a first collector: " << dry.failure << "\n";
   RC_ASSERT(dry.failure == "");
   RC_ASSERT(dry.coordinator_crashed == (k <= o.writes));
@@ -111,13 +114,19 @@ RC_GTEST_PROP(CrashProperty, CrashAtAnyWriteThenCollectorLeavesBeforeOrAfter, ()
   RC_CLASSIFY(dry.coordinator_crashed && !dry.commit_point, "crash before the commit point");
   RC_CLASSIFY(j >= 1 && j <= w, "collector crash");
   if (j == 0) return;
-  CrashReport r = RunCrashCase(s, o, CrashCase{k, j, nullptr});
+  CrashReport r = RunCrashCase(s, o, CrashCase{k, j, nullptr, store});
   RC_LOG() << "with a first collector: " << r.failure << "\n";
   RC_ASSERT(r.failure == "");
   RC_ASSERT(r.coordinator_crashed == dry.coordinator_crashed);
   RC_ASSERT(r.commit_point == dry.commit_point);
   RC_ASSERT(r.gc_crashed == (j <= w));
   RC_ASSERT(r.gc_writes == std::min(j, w));
+}
+
+namespace {
+
+TEST(CrashProperty, CrashAtAnyWriteThenCollectorLeavesBeforeOrAfter) {
+  rc::detail::checkGTest([] { CrashAtAnyWriteProperty(nullptr); });
 }
 
 // A link between a coordinator and its store that loses writes on the way: with probability
@@ -180,14 +189,7 @@ class LossyLink final : public litetx::ForwardingStore {
   int calls_left_ = 0;
 };
 
-// Counts of the lost-reply property's cases that end kUnknown, by how Outcome settled them.
-struct UnknownShares {
-  int cases = 0;
-  int unknown_committed = 0;  // settled by Outcome: committed
-  int unknown_by_writer = 0;  // Outcome not found (a one-action commit): settled by last writer
-  int write_lost = 0;         // a write of the coordinator was lost on the way (LossyLink)
-  int write_late = 0;         // ...and arrived late
-};
+}  // namespace
 
 // Transient errors and lost replies anywhere (coordinator side): writes that landed and lost
 // their reply, and writes lost on the way (LossyLink: kUnknown, landing late or never). In
@@ -200,13 +202,13 @@ struct UnknownShares {
 // before, not found (a one-action commit has no record): the documents' last writer — which
 // must agree with the commit point; nothing is applied twice (the exact after contents and
 // versions).
-void LostRepliesProperty(UnknownShares& shares) {
+void LostRepliesProperty(UnknownShares& shares, const StoreFactory& store) {
   const bool aim_at_flip = *rc::gen::element(false, true);
   // Aimed cases take the full path (two or more actions) two times in three.
   Scenario s = *GenScenario(aim_at_flip ? *rc::gen::element(1, 2, 2) : 1);
   Oracle o = RunOracle(s);
   auto clock = std::make_shared<litetx::ManualClock>();
-  auto mem = std::make_shared<litetx::MemoryStore>();
+  std::shared_ptr<litetx::Store> mem = store ? store() : NewMemoryStore();
   SeedStore(*mem, s, clock);
   litetx::FaultOptions f;
   f.seed = *rc::gen::arbitrary<std::uint64_t>();
@@ -298,9 +300,11 @@ void LostRepliesProperty(UnknownShares& shares) {
   shares.write_late += link->delivered > 0 ? 1 : 0;
 }
 
+namespace {
+
 TEST(CrashProperty, TransientErrorsAndLostRepliesNeverApplyTwiceOrLoseAcks) {
   UnknownShares shares;
-  rc::detail::checkGTest([&shares] { LostRepliesProperty(shares); });
+  rc::detail::checkGTest([&shares] { LostRepliesProperty(shares, nullptr); });
   if (HasFailure()) return;
   auto pct = [&](int n) { return 100.0 * n / std::max(shares.cases, 1); };
   std::printf("lost replies: %d cases; kUnknown settled by Outcome committed %.1f %%, by the "

@@ -162,7 +162,7 @@ void RunScenario(const Scenario& s, Code want, bool after_write, Totals& t) {
 
   for (std::uint64_t k = 1; k <= o.writes + 1; ++k) {
     const std::string at = where + " crash_k=" + std::to_string(k);
-    CrashReport first = RunCrashCase(s, o, CrashCase{k, 0, nullptr});
+    CrashReport first = RunCrashCase(s, o, CrashCase{k, 0, nullptr, nullptr});
     ++t.cases;
     ASSERT_EQ(first.failure, "") << at;
     ASSERT_EQ(first.coordinator_crashed, k <= o.writes) << at;
@@ -174,7 +174,7 @@ void RunScenario(const Scenario& s, Code want, bool after_write, Totals& t) {
     const std::uint64_t w = first.healthy_gc_writes;  // the collector's writes in this case
     t.expected_collector_crashes += w;
     for (std::uint64_t j = 1; j <= w + 1; ++j) {
-      CrashReport r = RunCrashCase(s, o, CrashCase{k, j, nullptr});
+      CrashReport r = RunCrashCase(s, o, CrashCase{k, j, nullptr, nullptr});
       ++t.cases;
       ASSERT_EQ(r.failure, "") << at << " gc_crash_j=" << j;
       ASSERT_EQ(r.coordinator_crashed, first.coordinator_crashed) << at;
@@ -350,7 +350,7 @@ TEST(ExhaustiveCrashTest, EveryCrashPointOfActiveRollback) {
         };
       };
       const std::string where = s.Describe() + " failure_at=" + std::to_string(failure_at);
-      CrashReport dry = RunCrashCase(s, o, CrashCase{0, 0, make_rule()});
+      CrashReport dry = RunCrashCase(s, o, CrashCase{0, 0, make_rule(), nullptr});
       ++runs;
       ASSERT_EQ(dry.failure, "") << where;
       ASSERT_FALSE(dry.coordinator_crashed) << where;
@@ -359,7 +359,7 @@ TEST(ExhaustiveCrashTest, EveryCrashPointOfActiveRollback) {
       ASSERT_GT(w, 0u) << where;
       expected_crash_points += w;
       for (std::uint64_t k = 1; k <= w + 1; ++k) {
-        CrashReport r = RunCrashCase(s, o, CrashCase{k, 0, make_rule()});
+        CrashReport r = RunCrashCase(s, o, CrashCase{k, 0, make_rule(), nullptr});
         ++cases;
         ASSERT_EQ(r.failure, "") << where << " crash_k=" << k;
         ASSERT_EQ(r.coordinator_crashed, k <= w) << where << " crash_k=" << k << " of " << w;

@@ -27,6 +27,8 @@ const char* InitName(Init i) {
 
 }  // namespace
 
+std::shared_ptr<litetx::Store> NewMemoryStore() { return std::make_shared<litetx::MemoryStore>(); }
+
 std::string Id(int doc) { return "d" + std::to_string(doc); }
 
 std::string Scenario::Describe() const {
@@ -380,7 +382,7 @@ CrashReport RunCrashCase(const Scenario& s, const Oracle& o, const CrashCase& c)
     return rep;
   };
   auto clock = std::make_shared<litetx::ManualClock>();
-  auto mem = std::make_shared<litetx::MemoryStore>();
+  std::shared_ptr<litetx::Store> mem = c.store ? c.store() : NewMemoryStore();
   SeedStore(*mem, s, clock);
   // Coordinator -> crash and faults -> interference -> commit watch -> store.
   auto watch = std::make_shared<CommitWatch>(mem);

@@ -81,6 +81,12 @@ struct Content {
 };
 using Contents = std::vector<Content>;
 
+// Makes the raw store of one run: a fresh store that holds no key of any other run. The crash
+// tests run on a new MemoryStore each unless given another factory (e.g. a Redis store on a
+// fresh key prefix).
+using StoreFactory = std::function<std::shared_ptr<litetx::Store>()>;
+std::shared_ptr<litetx::Store> NewMemoryStore();
+
 // Options for test Databases: the given clock, lease kLease, fast virtual backoff.
 litetx::Options TestOptions(std::shared_ptr<litetx::Clock> clock);
 litetx::CollectorOptions TestCollectorOptions(std::shared_ptr<litetx::Clock> clock);
@@ -177,11 +183,13 @@ Oracle RunOracle(const Scenario& s);
 // One crash case: the coordinator (its calls faulted by `rule` if set) dies after its
 // `crash_k`-th write (0: never); the clock passes the lease; then, if gc_crash_j > 0, a first
 // collector that dies after its gc_crash_j-th write (0: no first collector); then a healthy
-// collector.
+// collector. The case runs on a store made by `store` (empty: a new MemoryStore); the oracle
+// always runs on MemoryStores.
 struct CrashCase {
   std::uint64_t crash_k = 0;
   std::uint64_t gc_crash_j = 0;
   std::function<litetx::Fault(litetx::StoreOp, const litetx::Key&, std::uint64_t)> rule;
+  StoreFactory store;
 };
 
 // What happened in a crash case, as observed.

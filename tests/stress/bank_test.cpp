@@ -35,6 +35,11 @@
 #include "bank_workload.h"
 #include "stress_util.h"
 
+#if LITETX_WITH_REDIS
+#include "litetx/redis_cluster_store.h"
+#include "redis/redis_cluster.h"
+#endif
+
 #ifndef LITETX_STRESS_WORKER
 #error "LITETX_STRESS_WORKER must name the worker executable"
 #endif
@@ -58,6 +63,13 @@ stress::bank::Config BankConfig(std::uint64_t transfers, std::uint64_t crash_eve
 }
 
 Ms Cap() { return stress::LongRun() ? Ms(1800s) : Ms(90s); }
+
+// Transfers per writer on the Redis Cluster (each process has 2 writers), and the serializable
+// reads each process must commit: every store call is a network round trip there, and a
+// serializable read of all 8 accounts commits only between the writers' transfers (1 to 8 a
+// second measured), so the writers go on until then; 5 reads keep the run near 10 s.
+constexpr std::uint64_t kRedisTransfers = 200;
+constexpr std::uint64_t kRedisMinReads = 5;
 
 litetx::CollectorOptions GcOptions(const stress::bank::Config& cfg, std::string name) {
   litetx::CollectorOptions co;
@@ -148,6 +160,80 @@ TEST(BankStress, ThreadsOnMemoryStore) {
   FinalAudit(store, cfg, st.committed.load(), "(memory)");
 }
 
+// This process and a child (stress_bank_worker, which opens the same store through
+// `child_store_args`) run the bank on `store` at once, each with `writers` writers, `readers`
+// serializable readers and its own collector; then both are checked and the store audited.
+void RunTwoProcesses(const std::shared_ptr<litetx::Store>& store, const std::vector<std::string>& child_store_args,
+                     const stress::bank::Config& cfg, std::uint64_t seed, int writers, int readers,
+                     const char* label) {
+  litetx::Database db(store, cfg.options);
+  ASSERT_TRUE(stress::bank::CreateAccounts(db, cfg).ok());
+
+  // The child: the same workload in another process, on the same store.
+  std::vector<std::string> args = {LITETX_STRESS_WORKER};
+  args.insert(args.end(), child_store_args.begin(), child_store_args.end());
+  const std::vector<std::string> rest = {"--seed", std::to_string(seed + 1), "--tag", "c",
+                                         "--transfers", std::to_string(cfg.transfers),
+                                         "--crash-every", std::to_string(cfg.crash_every),
+                                         "--min-reads", std::to_string(cfg.min_reads),
+                                         "--cap-ms", std::to_string(Cap().count()),
+                                         "--writers", std::to_string(writers), "--readers", std::to_string(readers),
+                                         "--lease-ms", std::to_string(cfg.options.lease.count())};
+  args.insert(args.end(), rest.begin(), rest.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t child = 0;
+  ASSERT_EQ(::posix_spawn(&child, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+
+  litetx::Collector gc(store, GcOptions(cfg, "gc-parent"));
+  gc.Start();
+  stress::bank::Stats st;
+  st.writers_running = writers;
+  std::atomic<bool> stop{false};
+  const auto started = stress::SteadyClock::now();
+  stress::RunFor(
+      writers + readers,
+      [&](int i) {
+        if (i < writers) {
+          stress::bank::TransferLoop(store, db, cfg, i, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
+        } else {
+          stress::bank::ReaderLoop(db, cfg, stop, st);
+        }
+      },
+      stop, Cap(), 60s, (std::string("bank (") + label + ") parent workers").c_str());
+  const double secs = stress::Seconds(stress::SteadyClock::now() - started);
+
+  // Wait for the child (it is as big and has the same cap), with a watchdog.
+  int status = 0;
+  const auto until = stress::SteadyClock::now() + Cap() + 60s;
+  pid_t w = 0;
+  while ((w = ::waitpid(child, &status, WNOHANG)) == 0 && stress::SteadyClock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  if (w == 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    ADD_FAILURE() << "WATCHDOG: the child worker did not end within 60 s of its cap";
+  } else {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child worker status " << status << " (exit code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+        << "; 1 = a committed read saw a violation, 3 = the store could not be opened, 4 = an unexpected "
+           "outcome, 5 = the workload did not reach its size or its crashes, 6 = a known outcome disagrees "
+           "with the receipts)";
+  }
+  gc.Stop();
+  const auto gs = gc.stats();
+  std::printf("[stress] bank parent (%s, %d writers, %d readers, a crash every %llu transfers, %.1f s): %s; "
+              "collector finished %llu, reversed %llu\n",
+              label, writers, readers, static_cast<unsigned long long>(cfg.crash_every), secs,
+              st.Summary(secs).c_str(), static_cast<unsigned long long>(gs.finished),
+              static_cast<unsigned long long>(gs.reversed));
+  ExpectHealthy(db, cfg, st, writers, (std::string("parent (") + label + ")").c_str());
+  FinalAudit(store, cfg, st.committed.load(), (std::string("(two processes, ") + label + ")").c_str());
+}
+
 TEST(BankStress, TwoProcessesOnLmdb) {
   const std::uint64_t seed = stress::Seed("bank (two processes, LMDB)");
   std::string dir = (std::filesystem::temp_directory_path() / "litetx-stress-bank-XXXXXX").string();
@@ -156,75 +242,48 @@ TEST(BankStress, TwoProcessesOnLmdb) {
   lo.durability = litetx::LmdbDurability::kNoSync;
   stress::bank::Config cfg = BankConfig(stress::Count(200, 6000), 25, 20);
   cfg.tag = "p";
-  constexpr int kWriters = 2, kReaders = 1;
   {
     auto opened = litetx::LmdbStore::Open(dir, lo);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    std::shared_ptr<litetx::Store> store = *opened;
-    litetx::Database db(store, cfg.options);
-    ASSERT_TRUE(stress::bank::CreateAccounts(db, cfg).ok());
-
-    // The child: the same workload in another process, on the same directory.
-    std::vector<std::string> args = {LITETX_STRESS_WORKER, "--store", dir, "--seed", std::to_string(seed + 1),
-                                     "--tag", "c", "--transfers", std::to_string(cfg.transfers),
-                                     "--crash-every", std::to_string(cfg.crash_every),
-                                     "--min-reads", std::to_string(cfg.min_reads),
-                                     "--cap-ms", std::to_string(Cap().count()),
-                                     "--writers", std::to_string(kWriters), "--readers", std::to_string(kReaders),
-                                     "--lease-ms", std::to_string(cfg.options.lease.count())};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::fflush(stdout);
-    pid_t child = 0;
-    ASSERT_EQ(::posix_spawn(&child, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-
-    litetx::Collector gc(store, GcOptions(cfg, "gc-parent"));
-    gc.Start();
-    stress::bank::Stats st;
-    st.writers_running = kWriters;
-    std::atomic<bool> stop{false};
-    const auto started = stress::SteadyClock::now();
-    stress::RunFor(
-        kWriters + kReaders,
-        [&](int i) {
-          if (i < kWriters) {
-            stress::bank::TransferLoop(store, db, cfg, i, seed * 1000003 + static_cast<std::uint64_t>(i), stop, st);
-          } else {
-            stress::bank::ReaderLoop(db, cfg, stop, st);
-          }
-        },
-        stop, Cap(), 60s, "bank (LMDB) parent workers");
-    const double secs = stress::Seconds(stress::SteadyClock::now() - started);
-
-    // Wait for the child (it is as big and has the same cap), with a watchdog.
-    int status = 0;
-    const auto until = stress::SteadyClock::now() + Cap() + 60s;
-    pid_t w = 0;
-    while ((w = ::waitpid(child, &status, WNOHANG)) == 0 && stress::SteadyClock::now() < until) {
-      std::this_thread::sleep_for(10ms);
-    }
-    if (w == 0) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
-      ADD_FAILURE() << "WATCHDOG: the child worker did not end within 60 s of its cap";
-    } else {
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          << "child worker status " << status << " (exit code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
-          << "; 1 = a committed read saw a violation, 4 = an unexpected outcome, 5 = the workload did not reach "
-             "its size or its crashes, 6 = a known outcome disagrees with the receipts)";
-    }
-    gc.Stop();
-    const auto gs = gc.stats();
-    std::printf("[stress] bank parent (LMDB, %d writers, %d readers, a crash every %llu transfers, %.1f s): %s; "
-                "collector finished %llu, reversed %llu\n",
-                kWriters, kReaders, static_cast<unsigned long long>(cfg.crash_every), secs, st.Summary(secs).c_str(),
-                static_cast<unsigned long long>(gs.finished), static_cast<unsigned long long>(gs.reversed));
-    ExpectHealthy(db, cfg, st, kWriters, "parent (LMDB)");
-    FinalAudit(store, cfg, st.committed.load(), "(two processes, LMDB)");
+    RunTwoProcesses(*opened, {"--store", dir}, cfg, seed, 2, 1, "LMDB");
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
+
+#if LITETX_WITH_REDIS
+TEST(BankStress, TwoProcessesOnRedisCluster) {
+  if (ltxtest::RedisServerPath().empty() || ltxtest::RedisCliPath().empty()) {
+    GTEST_SKIP() << "redis-server or redis-cli not found in PATH (run scripts/bootstrap.sh); the bank on a "
+                    "Redis Cluster is not run";
+  }
+  const std::uint64_t seed = stress::Seed("bank (two processes, Redis Cluster)");
+  ltxtest::RedisCluster cluster;
+  const auto t0 = stress::SteadyClock::now();
+  ASSERT_EQ(cluster.Start(3, 1), "");
+  std::printf("[stress] bank (Redis Cluster): 3 masters + 3 replicas up in %.1f s\n",
+              stress::Seconds(stress::SteadyClock::now() - t0));
+  litetx::RedisClusterOptions ro;
+  ro.seeds.clear();
+  std::string nodes;
+  for (int port : cluster.SeedPorts()) {
+    ro.seeds.push_back({"127.0.0.1", port});
+    nodes += (nodes.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(port);
+  }
+  ro.prefix = "bank:";
+  stress::bank::Config cfg = BankConfig(stress::Count(kRedisTransfers, 3000), 25, kRedisMinReads);
+  cfg.tag = "p";
+  auto opened = litetx::RedisClusterStore::Open(ro);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  RunTwoProcesses(*opened, {"--redis-cluster", nodes, "--prefix", ro.prefix}, cfg, seed, 2, 1, "Redis Cluster");
+  // The accounts and receipts are spread over the masters.
+  int masters_with_keys = 0;
+  for (int port : cluster.MasterPorts()) {
+    ltxtest::RawReply r = cluster.Node(port).Command("DBSIZE");
+    masters_with_keys += r != nullptr && r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(masters_with_keys, 3);
+}
+#endif
 
 }  // namespace
