@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -63,6 +64,26 @@ Result<NativeRedisRow> MeasureRedisMultiExec(const std::string& host, int port, 
     return Status::Unavailable("native MULTI/EXEC: SELECT: " + e);
   }
   const std::string tag = key_prefix + "{bench.native." + std::to_string(::getpid()) + "}:";
+  // On a cluster, the slot of the tag may be served by another node: follow its MOVED (a
+  // plain server answers the probe itself).
+  std::string where = host + ":" + std::to_string(port);
+  for (int hop = 0; hop < 3; ++hop) {
+    std::string e = Pipeline(c.get(), {{"EXISTS", tag + "0"}}, &replies);
+    if (e.rfind("MOVED ", 0) != 0) {
+      if (!e.empty()) return Status::Unavailable("native MULTI/EXEC: " + where + ": " + e);
+      break;
+    }
+    where = e.substr(e.rfind(' ') + 1);
+    const std::size_t colon = where.rfind(':');
+    if (colon == std::string::npos) return Status::Unavailable("native MULTI/EXEC: " + e);
+    const std::string h = where.substr(0, colon);
+    const int p = std::atoi(where.c_str() + colon + 1);
+    c.reset(redisConnectWithTimeout(h.c_str(), p, tv));
+    if (c == nullptr || c->err != 0) {
+      return Status::Unavailable("native MULTI/EXEC: cannot connect to " + where);
+    }
+    redisSetTimeout(c.get(), tv);
+  }
   const std::string value = R"({"counter":0,"pad":"xxxxxxxxxxxxxxxx"})";
   std::vector<std::vector<std::string>> cmds;
   cmds.push_back({"MULTI"});

@@ -1,4 +1,5 @@
-// bench/redis_native.h — the "native alternative" row of `litetx bench` on redis://: what
+// bench/redis_native.h — the "native alternative" row of `litetx bench` on redis:// and
+// redis-cluster:// (on the master of the keys' slot, found by following MOVED): what
 // Redis itself offers for N writes at once, with no litetx in the way. One MULTI, N HSETs of
 // the document shape RedisStore writes (fields v and r) on N keys sharing one hash tag (one
 // slot, as a cluster would require), EXEC; sent pipelined, one round trip per transaction, on

@@ -227,10 +227,16 @@ struct RedisClusterStore::Impl {
     return Status::Unavailable("redis-cluster: no node answered CLUSTER SLOTS: " + errors);
   }
 
-  // Runs `cmd` (a read) on the node serving `slot`, following MOVED/ASK and waiting out
-  // TRYAGAIN/CLUSTERDOWN within the command timeout. The reply may be an error reply of
-  // another kind (the caller decides); kUnavailable on any I/O failure or when giving up.
-  Result<Reply> RouteRead(int slot, const Command& cmd, const std::string& what) {
+  // Runs `attempt(conn, asking)` on the node serving `slot` until it gives a reply that is not
+  // a redirect: follows MOVED (and refreshes the map) and ASK (the next attempt is told to send
+  // ASKING first), waits out TRYAGAIN and CLUSTERDOWN, and tries again after a node could not
+  // be reached, all within the command timeout and max_redirects; then kUnavailable. A Status
+  // from `attempt` ends the call, except kUnavailable when `retry_unavailable` (the attempt
+  // promises that kUnavailable means its command did not run). Every one of these replies and
+  // failures means the command did not run, so sending it again is safe.
+  template <typename Attempt>
+  Result<Reply> Route(int slot, const std::string& what, bool retry_unavailable,
+                      const Attempt& attempt) {
     const auto deadline = Clock::now() + options.command_timeout;
     NodePool* ask_pool = nullptr;
     std::string last;
@@ -251,17 +257,18 @@ struct RedisClusterStore::Impl {
         Backoff(hop);
         continue;
       }
-      std::vector<Command> cmds;
-      if (ask_pool != nullptr) cmds.push_back(Command{{"ASKING"}});
-      cmds.push_back(cmd);
+      const bool asking = ask_pool != nullptr;
       ask_pool = nullptr;
-      Stage stage;
-      std::string error;
-      auto replies = Exchange(conn, cmds, &stage, &error);
-      if (stage != Stage::kOk) return Status::Unavailable(what + ": " + pool->name() + ": " + error);
-      Reply r = std::move(replies.back());
-      if (r->type != REDIS_REPLY_ERROR) return r;
-      ErrorReply e = ClassifyError(ReplyText(r.get()));
+      Result<Reply> r = attempt(conn, asking);
+      if (!r.ok()) {
+        if (!retry_unavailable || r.status().code() != Code::kUnavailable) return r.status();
+        last = r.status().message();  // not sent whole: it did not run; the node may be gone
+        (void)Refresh(seen);
+        Backoff(hop);
+        continue;
+      }
+      if ((*r)->type != REDIS_REPLY_ERROR) return r;
+      ErrorReply e = ClassifyError(ReplyText(r->get()));
       last = pool->name() + " answered " + e.text;
       switch (e.kind) {
         case ErrorKind::kMoved:
@@ -285,82 +292,54 @@ struct RedisClusterStore::Impl {
           return r;
       }
     }
-    return Status::Unavailable(what + ": gave up: " + last);
+    return Status::Unavailable(what + ": gave up before it ran: " + last);
   }
 
-  // Runs write script `id` on the node serving `key`, following redirects. A script that may
-  // have run is never sent again: only replies that say it did not run (MOVED, ASK, TRYAGAIN,
-  // CLUSTERDOWN, NOSCRIPT) and failures before it was sent whole lead to another attempt.
+  // Runs `cmd` (a read) on the node serving `slot`. The reply may be an error reply other than
+  // a redirect (the caller decides); kUnavailable on any I/O failure or when giving up.
+  Result<Reply> RouteRead(int slot, const Command& cmd, const std::string& what) {
+    return Route(slot, what, /*retry_unavailable=*/false,
+                 [&](Conn& conn, bool asking) -> Result<Reply> {
+                   std::vector<Command> cmds;
+                   if (asking) cmds.push_back(Command{{"ASKING"}});
+                   cmds.push_back(cmd);
+                   Stage stage;
+                   std::string error;
+                   auto replies = Exchange(conn, cmds, &stage, &error);
+                   if (stage != Stage::kOk) {
+                     return Status::Unavailable(what + ": " + conn.pool()->name() + ": " + error);
+                   }
+                   return std::move(replies.back());
+                 });
+  }
+
+  // Runs write script `id` on the node serving `key`. A script that may have run is never sent
+  // again: RunWrite returns kUnavailable only when the script was not sent whole, and the
+  // replies Route retries on (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) and NOSCRIPT (answered here
+  // by sending the script's text on the same connection) all mean it did not run.
   Result<Reply> RouteWrite(ScriptId id, const Key& key, const std::vector<std::string>& argv) {
     const std::string what = std::string("redis-cluster: ") + ScriptName(id) + " " + Describe(key);
     Keys k = KeysOf(options.prefix, options.buckets, key);
-    const int slot = SlotOf(k.doc);
     WriteCall call{id, &k, &argv};
     call.wait_replicas = options.wait_replicas;
     call.wait_timeout = options.wait_timeout;
-    const auto deadline = Clock::now() + options.command_timeout;
-    NodePool* ask_pool = nullptr;
-    NodePool* eval_on = nullptr;  // the node that answered NOSCRIPT
-    std::string last;
-    for (int hop = 0; hop <= options.max_redirects && Clock::now() < deadline; ++hop) {
-      std::uint64_t seen = 0;
-      NodePool* pool = SlotPool(slot, &seen);
-      if (ask_pool != nullptr) pool = ask_pool;
-      if (pool == nullptr) {
-        last = "no node serves slot " + std::to_string(slot);
-        (void)Refresh(seen);
-        Backoff(hop);
-        continue;
-      }
-      Conn conn(pool);
-      if (Status s = conn.Open(); !s.ok()) {
-        last = s.message();
-        (void)Refresh(seen);
-        Backoff(hop);
-        continue;
-      }
-      call.asking = ask_pool != nullptr;
-      call.eval = eval_on == pool;
-      ask_pool = nullptr;
-      auto r = RunWrite(conn, scripts, call, what + " on " + pool->name());
-      if (!r.ok()) {
-        if (r.status().code() != Code::kUnavailable) return r.status();
-        // Not sent whole: it did not run; the node may be gone.
-        last = r.status().message();
-        (void)Refresh(seen);
-        Backoff(hop);
-        continue;
-      }
-      if ((*r)->type != REDIS_REPLY_ERROR) return r;
-      ErrorReply e = ClassifyError(ReplyText(r->get()));
-      last = pool->name() + " answered " + e.text;
-      switch (e.kind) {
-        case ErrorKind::kNoScript:
-          Warn(what + ": " + pool->name() + " lacks the script (NOSCRIPT); sending its text");
-          eval_on = pool;
-          continue;
-        case ErrorKind::kMoved:
-          moved.fetch_add(1);
-          SetSlot(slot, Pool(e.host, e.port));
-          (void)Refresh(seen);
-          continue;
-        case ErrorKind::kAsk:
-          ask.fetch_add(1);
-          ask_pool = Pool(e.host, e.port);
-          continue;
-        case ErrorKind::kTryAgain:
-          tryagain.fetch_add(1);
-          Backoff(hop);
-          continue;
-        case ErrorKind::kClusterDown:
-          (void)Refresh(seen);
-          Backoff(hop);
-          continue;
-        default:
-          return WriteErrorStatus(id, e, what);
-      }
-    }
-    return Status::Unavailable(what + ": gave up before the script ran: " + last);
+    auto r = Route(SlotOf(k.doc), what, /*retry_unavailable=*/true,
+                   [&](Conn& conn, bool asking) -> Result<Reply> {
+                     call.asking = asking;
+                     call.eval = false;
+                     const std::string on = what + " on " + conn.pool()->name();
+                     auto w = RunWrite(conn, scripts, call, on);
+                     if (!w.ok() || (*w)->type != REDIS_REPLY_ERROR ||
+                         ClassifyError(ReplyText(w->get())).kind != ErrorKind::kNoScript) {
+                       return w;
+                     }
+                     Warn(on + ": the node lacks the script (NOSCRIPT); sending its text");
+                     call.eval = true;
+                     return RunWrite(conn, scripts, call, on);
+                   });
+    if (!r.ok()) return r.status();
+    if ((*r)->type != REDIS_REPLY_ERROR) return r;
+    return WriteErrorStatus(id, ClassifyError(ReplyText(r->get())), what);
   }
 
   // Reads: one command per entry, each for its slot. Pipelines the commands to every master at

@@ -43,8 +43,8 @@ bool ParseDuration(const std::string& s, std::chrono::milliseconds* out) {
   return out->count() > 0;
 }
 
-// On redis://, the native alternative: MULTI/EXEC of N writes on one slot, straight through
-// hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
+// On redis:// and redis-cluster://, the native alternative: MULTI/EXEC of N writes on one
+// slot, straight through hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
 struct NativeRows {
   std::vector<std::string> lines;
   boost::json::array json;
@@ -55,9 +55,19 @@ NativeRows RunNative(const Context& ctx, const bench::Config& config,
                      const bench::Report& report) {
   NativeRows out;
 #ifdef LITETX_CLI_WITH_REDIS
-  if (ctx.store_uri.rfind("redis://", 0) != 0) return out;
   RedisOptions ro;
-  if (!ParseRedisUri(ctx.store_uri, &ro).ok()) return out;
+  if (ctx.store_uri.rfind("redis://", 0) == 0) {
+    if (!ParseRedisUri(ctx.store_uri, &ro).ok()) return out;
+  } else if (ctx.store_uri.rfind("redis-cluster://", 0) == 0) {
+    RedisClusterOptions co;
+    if (!ParseRedisClusterUri(ctx.store_uri, &co).ok() || co.seeds.empty()) return out;
+    ro.host = co.seeds.front().host;
+    ro.port = co.seeds.front().port;
+    ro.db = 0;
+    ro.prefix = co.prefix;
+  } else {
+    return out;
+  }
   for (int n : config.sizes) {
     auto row = bench::MeasureRedisMultiExec(ro.host, ro.port, ro.db, ro.prefix, n,
                                             config.duration);

@@ -267,8 +267,21 @@ TEST_F(RedisClusterFailoverTest, KilledMasterIsReplacedByItsReplicaKeepingAWaite
   ASSERT_GT(master, 0);
   const int replica = c.ReplicaOf(master);
   ASSERT_GT(replica, 0);
-  ASSERT_EQ(ReplyText(c.Node(master).Command({"SET", key, "kept"}).get()), "OK");
-  RawReply waited = c.Node(master).Command({"WAIT", "1", "1000"});
+  // SET and WAIT on one connection: WAIT counts the replicas that have that connection's
+  // writes (on a fresh connection it would count every replica at once).
+  // A replica just attached may take a moment to acknowledge: try a few times (bounded).
+  std::vector<RawReply> replies;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    replies = c.Node(master).Commands({{"SET", key, "kept"}, {"WAIT", "1", "900"}});
+    if (replies.size() == 2 && replies[1] != nullptr &&
+        replies[1]->type == REDIS_REPLY_INTEGER && replies[1]->integer == 1) {
+      break;
+    }
+  }
+  ASSERT_EQ(replies.size(), 2u);
+  ASSERT_NE(replies[0], nullptr);
+  ASSERT_EQ(ReplyText(replies[0].get()), "OK");
+  RawReply& waited = replies[1];
   ASSERT_NE(waited, nullptr);
   ASSERT_EQ(waited->type, REDIS_REPLY_INTEGER);
   ASSERT_EQ(waited->integer, 1);

@@ -521,6 +521,27 @@ std::string DocumentKey(const std::string& prefix, const std::string& collection
          std::to_string(litetx::RedisStore::BucketOf(id, buckets)) + "}d:" + id;
 }
 
+// What every test ends with: no unexpected outcome, the collector settles every record, and
+// the audit holds (total, ledger, every acked transfer present and every failed one absent,
+// nothing held or open). Returns the audit for test-specific checks.
+AuditReport SettleAndAudit(const std::shared_ptr<litetx::Store>& store, const BankConfig& cfg,
+                           Tally& tally, SettleResult* settled_out) {
+  const std::vector<std::string> unexpected = tally.unexpected();
+  EXPECT_TRUE(unexpected.empty()) << Join(unexpected);
+  const SettleResult settled = SettleAll(store, cfg);
+  EXPECT_EQ(settled.error, "");
+  *settled_out = settled;
+  AuditReport audit = AuditAll(store, cfg, tally);
+  EXPECT_TRUE(audit.ok()) << Describe(audit);
+  EXPECT_EQ(audit.total, audit.expected_total);
+  EXPECT_EQ(audit.open_records, 0u);
+  EXPECT_EQ(audit.held_documents, 0u);
+  EXPECT_EQ(audit.acked_checked, tally.acked().size());
+  EXPECT_EQ(audit.failed_checked, tally.failed().size());
+  return audit;
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // 1. kill -9 of a server with appendfsync always, three times, while transfers run.
 //
@@ -576,18 +597,8 @@ TEST(RedisFaultTest, KillNineWithAppendfsyncAlways) {
     workers.Stop();
   }
   gc.Stop();
-  const std::vector<std::string> unexpected = tally.unexpected();
-  EXPECT_TRUE(unexpected.empty()) << Join(unexpected);
-
-  const SettleResult settled = SettleAll(reopened, cfg);
-  ASSERT_EQ(settled.error, "");
-  const AuditReport audit = AuditAll(reopened, cfg, tally);
-  EXPECT_TRUE(audit.ok()) << Describe(audit);
-  EXPECT_EQ(audit.total, audit.expected_total);
-  EXPECT_EQ(audit.open_records, 0u);
-  EXPECT_EQ(audit.held_documents, 0u);
-  EXPECT_EQ(audit.acked_checked, tally.acked().size());
-  EXPECT_EQ(audit.failed_checked, tally.failed().size());
+  SettleResult settled;
+  const AuditReport audit = SettleAndAudit(reopened, cfg, tally, &settled);
 
   std::printf("[redis faults] kill -9 x%d (appendfsync always): %s\n", kCycles,
               tally.Summary().c_str());
@@ -697,18 +708,9 @@ TEST(RedisFaultTest, FailoverWithWaitLosesNothingAcknowledged) {
     refreshes_after = cstore->stats().topology_refreshes;
   }
   gc.Stop();
-  const std::vector<std::string> unexpected = tally.unexpected();
-  EXPECT_TRUE(unexpected.empty()) << Join(unexpected);
   EXPECT_EQ(cluster.MasterOfSlot(slot0), promoted);
-
-  const SettleResult settled = SettleAll(store, cfg);
-  ASSERT_EQ(settled.error, "");
-  const AuditReport audit = AuditAll(store, cfg, tally);
-  EXPECT_TRUE(audit.ok()) << Describe(audit);
-  EXPECT_EQ(audit.total, audit.expected_total);
-  EXPECT_EQ(audit.open_records, 0u);
-  EXPECT_EQ(audit.held_documents, 0u);
-  EXPECT_EQ(audit.acked_checked, tally.acked().size());
+  SettleResult settled;
+  const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   const Tally::Epoch before = tally.At(0), during = tally.At(1), after = tally.At(2);
   const litetx::RedisClusterStore::Stats st = cstore->stats();
@@ -837,16 +839,8 @@ TEST(RedisFaultTest, LiveReshardingLosesNothing) {
   }
   EXPECT_TRUE(after_errors.empty()) << Join(after_errors);
 
-  const std::vector<std::string> unexpected = tally.unexpected();
-  EXPECT_TRUE(unexpected.empty()) << Join(unexpected);
-  const SettleResult settled = SettleAll(store, cfg);
-  ASSERT_EQ(settled.error, "");
-  const AuditReport audit = AuditAll(store, cfg, tally);
-  EXPECT_TRUE(audit.ok()) << Describe(audit);
-  EXPECT_EQ(audit.total, audit.expected_total);
-  EXPECT_EQ(audit.open_records, 0u);
-  EXPECT_EQ(audit.held_documents, 0u);
-  EXPECT_EQ(audit.acked_checked, tally.acked().size());
+  SettleResult settled;
+  const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   const litetx::RedisClusterStore::Stats st = cstore->stats();
   std::string codes;
@@ -966,16 +960,8 @@ TEST(RedisFaultTest, PausedServerPastCommandTimeout) {
     workers.Stop();
   }
   gc.Stop();
-  const std::vector<std::string> unexpected = tally.unexpected();
-  EXPECT_TRUE(unexpected.empty()) << Join(unexpected);
-
-  const SettleResult settled = SettleAll(store, cfg);
-  ASSERT_EQ(settled.error, "");
-  const AuditReport audit = AuditAll(store, cfg, tally);
-  EXPECT_TRUE(audit.ok()) << Describe(audit);
-  EXPECT_EQ(audit.total, audit.expected_total);
-  EXPECT_EQ(audit.open_records, 0u);
-  EXPECT_EQ(audit.held_documents, 0u);
+  SettleResult settled;
+  const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   // Every in-doubt attempt: in the ledger exactly when its transaction committed.
   const std::vector<std::string> doubt = tally.in_doubt(), doubt_txns = tally.in_doubt_txns();

@@ -181,24 +181,35 @@ bool RedisServer::Ping() const {
 }
 
 RawReply RedisServer::Command(std::vector<std::string> args) const {
+  std::vector<RawReply> r = Commands({std::move(args)});
+  return r.empty() ? nullptr : std::move(r.front());
+}
+
+std::vector<RawReply> RedisServer::Commands(
+    const std::vector<std::vector<std::string>>& commands) const {
+  std::vector<RawReply> out;
   timeval tv{1, 0};
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, tv);
-  if (c == nullptr) return nullptr;
+  if (c == nullptr) return out;
   if (c->err != 0) {
     redisFree(c);
-    return nullptr;
+    return out;
   }
   redisSetTimeout(c, tv);
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
+  for (const auto& args : commands) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    out.emplace_back(r);
+    if (r == nullptr) break;
   }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
   redisFree(c);
-  return RawReply(r);
+  return out;
 }
 
 std::string RedisServer::InfoField(const std::string& section, const std::string& field) const {

@@ -87,6 +87,10 @@ class RedisServer {
   // timeout); null on an I/O error.
   RawReply Command(std::vector<std::string> args) const;
   RawReply Command(const char* one) const { return Command(std::vector<std::string>{one}); }
+  // Runs several commands one after another on ONE fresh connection (what WAIT needs: it
+  // counts the replicas that have this connection's last write); stops at an I/O error, whose
+  // null reply is the last element.
+  std::vector<RawReply> Commands(const std::vector<std::vector<std::string>>& commands) const;
 
   // A field of INFO <section> ("role" of "replication"), or empty if absent or unreachable.
   std::string InfoField(const std::string& section, const std::string& field) const;
