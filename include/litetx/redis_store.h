@@ -5,8 +5,8 @@
 // machines. Every write is one Lua script (one round trip) that checks and changes one
 // document, so Redis's single-script atomicity is all litetx relies on.
 //
-// Stored format (the key layout is shared with a future cluster store, so every key of one
-// bucket carries the same hash tag):
+// Stored format (shared with RedisClusterStore, litetx/redis_cluster_store.h: every key of one
+// bucket carries the same hash tag, so that a cluster keeps them in one slot):
 //   bucket b   = FNV-1a 64 of the id's bytes, modulo RedisOptions::buckets
 //   document   <prefix>{<collection>:<b>}d:<id>   a hash: field v = the JSON text
 //              (boost::json::serialize's), field r = the revision in decimal
@@ -15,8 +15,9 @@
 //   counter    <prefix>{<collection>:<b>}r        the bucket's last revision (INCR); never
 //              reset, so no revision is reused for any key of the bucket, not even after an
 //              erase and a new create
-// The bucket count is part of the format: a store must always be opened with the same
-// `buckets` (and `prefix`) as the data was written with. Ids may hold any bytes; collections
+//   marker     <prefix>format                      "litetx-redis 1 buckets=<B>", written by the
+//              first Open, checked by every later one
+// The bucket count is part of the format: Open refuses `buckets` other than the marker's. Ids may hold any bytes; collections
 // must not contain '}' (it would end the hash tag): writes refuse such a collection
 // (kInvalidArgument) and reads treat it as empty.
 //
@@ -25,7 +26,8 @@
 //                 completely (it cannot have run), or a read failed for any I/O reason, or
 //                 the server refused the command before running it (OOM, LOADING, BUSY, ...).
 //   kUnknown      a write was sent and then its reply was lost (timeout, dropped connection):
-//                 it may or may not have landed. Writes are never retried by the store.
+//                 it may or may not have landed; or, with wait_replicas, WAIT counted fewer
+//                 replicas (the write ran on the server). Writes are never retried by the store.
 //   kConflict     the script found the key present (create) or absent / at another revision
 //                 (replace, erase). Nothing was written.
 //   kCorruption   a reply of an unexpected type, a document without both fields, a stored
