@@ -13,6 +13,7 @@ packages=(
   libcli11-dev            # command-line parsing of the tools
   libhiredis-dev          # the Redis store (client library)
   redis-server            # the Redis store's tests start their own server
+  doxygen                 # the API reference (the `docs` target)
 )
 
 missing=()
