@@ -1,9 +1,16 @@
 // tests/cli/cli_polish_test.cpp — the CLI's shared conventions: one duration syntax (and 0
 // meaning what it means in the library), LITETX_STORE, numbers printed exactly as people
 // write them, `txns --state/--limit`, and `--format pretty|json`.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "cli_harness.h"
@@ -218,6 +225,57 @@ TEST_F(PolishTest, FormatPrettyAndJsonShowTheSameValue) {
     EXPECT_EQ(bad.code, 2);
     EXPECT_NE(bad.err.find("--format"), std::string::npos) << bad.err;
   }
+}
+
+TEST_F(PolishTest, InputErrorsSayWhatIsWrong) {
+  // A directory is not malformed JSON.
+  RunResult r = Cli({"apply", dir_});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("JSON near"), std::string::npos) << r.err;
+  r = Cli({"apply", dir_ + "/absent.json"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("No such file"), std::string::npos) << r.err;
+  // A number too large for 32 bits is out of range, not "not an unsigned integer".
+  r = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{},
+                             "schema_version":4294967296}]})");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("\"schema_version\" is out of range: 4294967296 (at most 4294967295)"),
+            std::string::npos)
+      << r.err;
+  r = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x",
+                             "version":18446744073709551616}]})");
+  EXPECT_EQ(r.code, 2);
+  r = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{},
+                             "schema_version":-1}]})");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("must be an unsigned integer, got -1"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(path_));  // nothing reached the store
+}
+
+TEST_F(PolishTest, BusyNamesTheHolderAndTheWayOut) {
+  // A coordinator holds x and y and waits before its commit flip (write 4).
+  const std::string fifo = dir_ + "/release";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"z","doc":{}}]})").code, 0);
+  Child holder = Start(With({"apply", "-"}), "hold-write:4:" + fifo, kTwoDocs);
+  ASSERT_TRUE(WaitForStderr(holder, "holding before write 4", std::chrono::seconds(60)))
+      << holder.err_read;
+  std::string holder_id = Cli({"txns", "--state", "pending"})
+                              .Json()["transactions"].as_array().at(0).as_object()["id"]
+                              .as_string().c_str();
+  RunResult busy = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
+                                         {"op":"delete","collection":"c","id":"z"}]})",
+                         "", {"--busy-timeout", "0"});
+  EXPECT_EQ(busy.code, 11) << busy.out << busy.err;
+  std::string message = busy.Json()["message"].as_string().c_str();
+  EXPECT_NE(message.find("held by transaction " + holder_id), std::string::npos) << message << " / " << holder_id;
+  EXPECT_NE(message.find("litetx gc --once --older-than"), std::string::npos) << message;
+  const int release = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(release, 0) << std::strerror(errno);
+  EXPECT_EQ(::write(release, "x", 1), 1);
+  ::close(release);
+  EXPECT_EQ(Finish(holder).code, 0);
 }
 
 }  // namespace
