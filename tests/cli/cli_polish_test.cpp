@@ -250,7 +250,22 @@ TEST_F(PolishTest, InputErrorsSayWhatIsWrong) {
                              "schema_version":-1}]})");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("must be an unsigned integer, got -1"), std::string::npos) << r.err;
+  // A key named twice in one object is refused, wherever it is (escapes decoded); the same key
+  // in two objects is fine.
+  for (const char* dup :
+       {R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"a":1,"a":2}}]})",
+        R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"a":1,"\u0061":2}}]})",
+        R"({"actions":[{"op":"insert","collection":"c","id":"x","id":"y","doc":{}}]})",
+        R"({"actions":[],"actions":[{"op":"insert","collection":"c","id":"x","doc":{}}]})",
+        R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"l":[{"k":1 , "k" :2}]}}]})"}) {
+    r = Apply(dup);
+    EXPECT_EQ(r.code, 2) << dup;
+    EXPECT_NE(r.err.find("appears twice in one object"), std::string::npos) << dup << r.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(path_));  // nothing reached the store
+  r = Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"k":{"k":"\"k\":"},
+                                                                           "l":[{"k":1},{"k":2}]}}]})");
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST_F(PolishTest, BusyNamesTheHolderAndTheWayOut) {
