@@ -11,7 +11,7 @@
 #    dies after its 2nd store write (the transaction record and the first account), so it
 #    leaves an account held by a transaction nobody is running any more. Every attempt's exit
 #    code is recorded. Default lease and busy timeout of the binary.
-#    Afterwards `litetx gc --once --older-than 0s` settles what is left, and the script checks
+#    Afterwards `litetx gc --once --older-than 1ms` settles what is left, and the script checks
 #    that the total is unchanged, that every account equals 1000 plus the committed transfers,
 #    and that no transaction is left unsettled.
 # 2. Blocked time: a transfer A->B crashes holding A (crash-after-writes:2). Then a transfer
@@ -139,7 +139,7 @@ run_bank() {
   # What the runs left held, before any final settling.
   local unsettled_before
   unsettled_before=$(lit "$d" txns | grep -o '"unsettled":[0-9]*' | cut -d: -f2)
-  lit "$d" gc --once --older-than 0s > "$OUT/bank-$v.final-gc.json" 2>&1
+  lit "$d" gc --once --older-than 1ms > "$OUT/bank-$v.final-gc.json" 2>&1
   local unsettled_after
   unsettled_after=$(lit "$d" txns | grep -o '"unsettled":[0-9]*' | cut -d: -f2)
 
@@ -207,7 +207,7 @@ run_blocked() {
     fi
     sleep 0.1
   done
-  lit "$d" gc --once --older-than 0s > /dev/null 2>&1
+  lit "$d" gc --once --older-than 1ms > /dev/null 2>&1
   local total
   total=$(balances "$d" | awk '{ s += $2 } END { print s }')
   printf '{"crash_exit":%d,"lease_remaining_ms_after_crash":%s,"blocked_s":%s,"gave_up":%s,"limit_s":%d,"tries":%d,"total":%s,"expected_total":%d}' \

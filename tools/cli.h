@@ -99,14 +99,32 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
 // Returns kInvalidArgument with a message on a bad item.
 Result<FaultOptions> ParseFaults(const std::string& spec);
 
-// Parses a duration: an unsigned integer and a unit, one of ms, s, m, h ("0s", "500ms",
-// "2m"). Returns kInvalidArgument naming the text otherwise.
+// Parses a duration, the one syntax of every duration flag: a whole number and a unit, one of
+// ms, s, m, h ("500ms", "2s", "1m"), or a bare "0". Zero means what it means in the library's
+// option of the same name (Options, CollectorOptions). Returns kInvalidArgument naming the
+// text otherwise.
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 // A CLI11 check accepting what ParseDuration accepts.
 CLI::Validator DurationCheck();
 
-// Prints `v` as one line of JSON on stdout.
+// JSON text of `v` with numbers as people write them: integers in full, doubles in their
+// shortest form that reads back to the same bits (0.1, 1.5, 1e+300, -0.0), always with a '.'
+// or an exponent so that they stay doubles when read again. `pretty`: indented, one member
+// per line; otherwise one line.
+std::string FormatJson(const boost::json::value& v, bool pretty = false);
+// Prints `v` as one line of JSON on stdout (FormatJson).
 void PrintJson(const boost::json::value& v);
+
+// --format of the read commands: pretty (indented) or json (one line). Unset: pretty when
+// stdout is a terminal, json otherwise.
+struct OutputFormat {
+  std::string name;  // "", "pretty" or "json"
+  bool Pretty() const;
+};
+// Adds --format to `cmd`.
+void AddFormatOption(CLI::App* cmd, OutputFormat* format);
+// Prints `v` on stdout in `format`.
+void Print(const boost::json::value& v, const OutputFormat& format);
 // Prints "litetx: <message>" on stderr and returns `code`.
 int Fail(int code, const std::string& message);
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <climits>
 #include <cstring>
@@ -369,6 +370,7 @@ namespace {
 }  // namespace
 
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
+  if (text == "0") return std::chrono::milliseconds(0);
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
   std::uint64_t n = 0;
@@ -379,10 +381,15 @@ Result<std::chrono::milliseconds> ParseDuration(const std::string& text) {
   else if (unit == "s") scale = 1'000;
   else if (unit == "m") scale = 60'000;
   else if (unit == "h") scale = 3'600'000;
-  if (scale == 0 || !ParseU64(std::string_view(text).substr(0, digits), &n) ||
-      n > kMaxMs / scale) {
-    return Status::InvalidArgument("bad duration '" + text +
-                                   "' (expected a whole number and ms, s, m or h, e.g. 500ms)");
+  const std::string expected = " (expected a whole number and ms, s, m or h, e.g. 500ms, 2s, 1m)";
+  if (digits == text.size() && digits > 0) {
+    return Status::InvalidArgument("duration '" + text + "' has no unit" + expected);
+  }
+  if (scale == 0 || !ParseU64(std::string_view(text).substr(0, digits), &n)) {
+    return Status::InvalidArgument("bad duration '" + text + "'" + expected);
+  }
+  if (n > kMaxMs / scale) {
+    return Status::InvalidArgument("duration '" + text + "' is too long (at most 2^53 ms)");
   }
   return std::chrono::milliseconds(static_cast<std::int64_t>(n * scale));
 }
@@ -548,8 +555,100 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
   return store;
 }
 
+namespace {
+
+void AppendDouble(double d, std::string* out) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, d);  // shortest exact form
+  std::string_view text(buf, ec == std::errc() ? static_cast<std::size_t>(p - buf) : 0);
+  if (!std::isfinite(d) || text.empty()) {  // not storable; shown as JSON can hold it
+    out->append("null");
+    return;
+  }
+  out->append(text);
+  // "1" would read back as an integer: keep the double a double.
+  if (text.find_first_of(".e") == std::string_view::npos) out->append(".0");
+}
+
+void AppendJson(const boost::json::value& v, bool pretty, int depth, std::string* out) {
+  auto newline = [&](int d) {
+    if (!pretty) return;
+    out->push_back('\n');
+    out->append(static_cast<std::size_t>(d) * 2, ' ');
+  };
+  switch (v.kind()) {
+    case boost::json::kind::double_: AppendDouble(v.get_double(), out); break;
+    case boost::json::kind::object: {
+      const auto& o = v.get_object();
+      if (o.empty()) {
+        out->append("{}");
+        break;
+      }
+      out->push_back('{');
+      bool first = true;
+      for (const auto& kv : o) {
+        if (!first) out->push_back(',');
+        first = false;
+        newline(depth + 1);
+        out->append(boost::json::serialize(boost::json::string(kv.key())));
+        out->append(pretty ? ": " : ":");
+        AppendJson(kv.value(), pretty, depth + 1, out);
+      }
+      newline(depth);
+      out->push_back('}');
+      break;
+    }
+    case boost::json::kind::array: {
+      const auto& a = v.get_array();
+      if (a.empty()) {
+        out->append("[]");
+        break;
+      }
+      out->push_back('[');
+      bool first = true;
+      for (const auto& e : a) {
+        if (!first) out->push_back(',');
+        first = false;
+        newline(depth + 1);
+        AppendJson(e, pretty, depth + 1, out);
+      }
+      newline(depth);
+      out->push_back(']');
+      break;
+    }
+    default: out->append(boost::json::serialize(v)); break;  // strings, integers, bool, null
+  }
+}
+
+}  // namespace
+
+std::string FormatJson(const boost::json::value& v, bool pretty) {
+  std::string s;
+  AppendJson(v, pretty, 0, &s);
+  return s;
+}
+
 void PrintJson(const boost::json::value& v) {
-  std::string s = boost::json::serialize(v);
+  std::string s = FormatJson(v);
+  s.push_back('\n');
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+bool OutputFormat::Pretty() const {
+  if (name.empty()) return ::isatty(STDOUT_FILENO) == 1;
+  return name == "pretty";
+}
+
+void AddFormatOption(CLI::App* cmd, OutputFormat* format) {
+  cmd->add_option("--format", format->name,
+                  "Output: pretty (indented) or json (one line). Default: pretty when stdout "
+                  "is a terminal, json otherwise")
+      ->check(CLI::IsMember({"pretty", "json"}));
+}
+
+void Print(const boost::json::value& v, const OutputFormat& format) {
+  std::string s = FormatJson(v, format.Pretty());
   s.push_back('\n');
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);

@@ -11,12 +11,19 @@
 //   {"op":"check",  "collection", "id", "version"}
 // Output: {"outcome": NAME, "txn_id"?, "versions"? (committed), "current_version"? (conflict),
 // "message"? (not committed)} and the outcome's exit code (cli.h). See docs/cli.md.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "engine/json_text.h"
 #include "engine/validate.h"
@@ -56,6 +63,40 @@ std::size_t FindInvalidUtf8(std::string_view s) {
   return std::string_view::npos;
 }
 
+// The first key named twice in one object of `text` (well-formed JSON), if any. A JSON parser
+// keeps only one of the two values, so such input is refused instead of guessed at.
+std::optional<std::string> FindDuplicateKey(std::string_view text) {
+  std::vector<std::optional<std::set<std::string>>> open;  // a key set per open object
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{') {
+      open.emplace_back(std::set<std::string>{});
+    } else if (c == '[') {
+      open.emplace_back(std::nullopt);
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      open.pop_back();
+    } else if (c == '"') {
+      std::size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      std::string_view token = text.substr(i, end + 1 - i);
+      std::size_t next = end + 1;
+      while (next < text.size() && (text[next] == ' ' || text[next] == '\t' ||
+                                    text[next] == '\n' || text[next] == '\r')) {
+        ++next;
+      }
+      if (next < text.size() && text[next] == ':' && !open.empty() && open.back()) {
+        json::error_code ec;
+        json::value key = json::parse(token, ec);  // decodes escapes: "\u0061" is "a"
+        if (!ec && key.is_string() && !open.back()->insert(std::string(key.get_string())).second) {
+          return std::string(key.get_string());
+        }
+      }
+      i = end;
+    }
+  }
+  return std::nullopt;
+}
+
 Status Bad(std::size_t index, const std::string& what) {
   return Status::InvalidArgument("action " + std::to_string(index) + ": " + what);
 }
@@ -67,6 +108,11 @@ Status OptionalUnsigned(const json::object& o, std::string_view name, std::size_
   const json::value* v = o.if_contains(name);
   if (v == nullptr) return Status::Ok();
   auto n = json::try_value_to<T>(*v);
+  const bool whole = v->is_uint64() || (v->is_int64() && v->get_int64() >= 0);
+  if (!n && whole) {
+    return Bad(index, "\"" + std::string(name) + "\" is out of range: " + json::serialize(*v) +
+                          " (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
+  }
   if (!n || v->is_bool()) {
     return Bad(index, "\"" + std::string(name) + "\" must be an unsigned integer, got " +
                           json::serialize(*v));
@@ -187,6 +233,9 @@ Result<Transaction> ParseTransaction(std::string_view text, const Options& optio
     return Status::InvalidArgument("malformed JSON near byte " + std::to_string(used) + ": " +
                                    ec.message());
   }
+  if (auto key = FindDuplicateKey(text)) {
+    return Status::InvalidArgument("key \"" + *key + "\" appears twice in one object");
+  }
   if (!doc.is_object()) return Status::InvalidArgument("input must be a JSON object");
   for (const auto& kv : doc.get_object()) {
     if (kv.key() != "actions") {
@@ -212,13 +261,26 @@ Result<Transaction> ParseTransaction(std::string_view text, const Options& optio
   return txn;
 }
 
-bool ReadInput(const std::string& file, std::string* out) {
+// Reads the input; on failure says why in *why.
+bool ReadInput(const std::string& file, std::string* out, std::string* why) {
   if (file == "-") {
     out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     return !std::cin.bad();
   }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *why = "it is a directory (expected a file holding JSON, or - for stdin)";
+    return false;
+  }
   std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
+  if (!in) {
+    *why = std::strerror(errno);
+    return false;
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   *out = ss.str();
@@ -246,8 +308,10 @@ bool Tune(const ApplyArgs& args, Options& o) {
 
 int RunApply(Context& ctx, const ApplyArgs& args) {
   std::string text;
-  if (!ReadInput(args.file, &text)) {
-    return Fail(kExitUsage, "cannot read " + (args.file == "-" ? std::string("stdin") : args.file));
+  std::string why = "read error";
+  if (!ReadInput(args.file, &text, &why)) {
+    return Fail(kExitUsage, "cannot read " + (args.file == "-" ? std::string("stdin") : args.file) +
+                                ": " + why);
   }
   Options options = EngineOptions(ctx);
   if (!Tune(args, options)) return Fail(kExitUsage, "bad duration flag");
@@ -274,6 +338,13 @@ int RunApply(Context& ctx, const ApplyArgs& args) {
     if (!s.txn_id().empty()) out["txn_id"] = s.txn_id();
     if (s.current_version()) out["current_version"] = *s.current_version();
     out["message"] = s.message();
+    if (s.code() == Code::kBusy) {
+      // The holder is named in the message; say how to free its documents.
+      out["message"] = s.message() +
+                       "; retry later. If its coordinator is gone, a collector settles it once "
+                       "its lease ends (litetx gc --once), or at once with litetx gc --once "
+                       "--older-than D (D longer than any live transaction)";
+    }
   }
   PrintJson(out);
   return OutcomeExit(r.status());

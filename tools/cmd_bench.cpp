@@ -1,7 +1,6 @@
 // tools/cmd_bench.cpp — `litetx bench`: the raw CAS rate of the store named by --store, then
 // transactions of N documents on it (tx/s, latency, counted writes, peak memory) and committed
 // against raw reads. The measurements are in bench/ (litetx_bench); see docs/benchmarks.md.
-#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -24,24 +23,6 @@ struct BenchArgs {
   bool json = false;
   bool keep = false;
 };
-
-// "2s", "500ms", "1.5" (seconds) -> milliseconds; false if malformed or not positive.
-bool ParseDuration(const std::string& s, std::chrono::milliseconds* out) {
-  double value = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || value <= 0) return false;
-  std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
-  double ms = 0;
-  if (unit.empty() || unit == "s") {
-    ms = value * 1000;
-  } else if (unit == "ms") {
-    ms = value;
-  } else {
-    return false;
-  }
-  *out = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
-  return out->count() > 0;
-}
 
 // On redis:// and redis-cluster://, the native alternative: MULTI/EXEC of N writes on one
 // slot, straight through hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
@@ -106,8 +87,10 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   config.cleanup = !args.keep;
   if (args.quick && !duration_given) {
     config.duration = std::chrono::milliseconds(25);
-  } else if (!ParseDuration(args.duration, &config.duration)) {
-    return Fail(kExitUsage, "bad --duration '" + args.duration + "' (e.g. 2s, 500ms)");
+  } else if (auto d = ParseDuration(args.duration); !d.ok() || d->count() <= 0) {
+    return Fail(kExitUsage, "--duration: " + (d.ok() ? "must be more than 0" : d.status().message()));
+  } else {
+    config.duration = *d;
   }
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);

@@ -354,7 +354,14 @@ void AddDemo(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(2, 1'000'000));
   cmd->add_option("--threads", flags->threads, "Worker threads running transfers")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--duration", flags->duration_s, "Seconds of transfers")
+  cmd->add_option("--duration", flags->duration_s, "Time of transfers: 10s, 500ms, 1m (a bare number: seconds)")
+      ->transform(CLI::Validator([](std::string& s) -> std::string {
+        if (s.empty() || s.back() < 'a' || s.back() > 'z') return {};  // bare seconds
+        auto d = ParseDuration(s);
+        if (!d.ok()) return d.status().message();
+        s = std::to_string(static_cast<double>(d->count()) / 1000.0);
+        return {};
+      }, "DURATION"))
       ->check(CLI::Range(0.1, 86400.0));
   cmd->add_option("--crash-rate", flags->crash_rate,
                   "Probability that a transfer's coordinator crashes after a random write")

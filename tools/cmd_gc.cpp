@@ -36,12 +36,13 @@ json::object Counters(const CollectorStats& s) {
   return o;
 }
 
-// A duration flag of gc where 0 would mean "disabled": 0 becomes 1 ms ("everything is old").
-bool StaleAfter(const std::string& text, std::chrono::milliseconds* out) {
+// An optional duration flag of gc. 0 keeps its CollectorOptions meaning (older_than: off;
+// tombstone_retention: never purge).
+bool OptionalDuration(const std::string& text, std::chrono::milliseconds* out) {
   if (text.empty()) return true;
   auto d = ParseDuration(text);
   if (!d.ok()) return false;
-  *out = std::max(*d, std::chrono::milliseconds(1));
+  *out = *d;
   return true;
 }
 
@@ -59,8 +60,8 @@ int RunGc(Context& ctx, const GcArgs& args) {
     return Fail(kExitUsage, "--interval must be a positive duration");
   }
   co.interval = *interval;
-  if (!StaleAfter(args.older_than, &co.older_than) ||
-      !StaleAfter(args.tombstone_retention, &co.tombstone_retention)) {
+  if (!OptionalDuration(args.older_than, &co.older_than) ||
+      !OptionalDuration(args.tombstone_retention, &co.tombstone_retention)) {
     return Fail(kExitUsage, "bad duration flag");
   }
   if (!args.outcome_retention.empty()) co.outcome_retention = *ParseDuration(args.outcome_retention);
@@ -111,8 +112,8 @@ void AddGc(CLI::App& app, Context& ctx) {
       ->check(DurationCheck())
       ->capture_default_str();
   cmd->add_option("--older-than", args->older_than,
-                  "Also treat transactions older than this as abandoned (0s: all of them; "
-                  "DANGER: rolls back live ones). Default: only the lease counts")
+                  "Also treat transactions older than this as abandoned (1ms: all of them; "
+                  "DANGER: rolls back live ones). Default and 0: only the lease counts")
       ->check(DurationCheck());
   cmd->add_option("--collection,--purge", args->purge,
                   "Sweep this collection: undo dangling holds, purge old tombstones "
@@ -122,7 +123,8 @@ void AddGc(CLI::App& app, Context& ctx) {
                   "Most documents swept per pass; the next pass resumes (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--tombstone-retention", args->tombstone_retention,
-                  "Keep tombstones this long before purging (default 24h; 0s: purge at once)")
+                  "Keep tombstones this long before purging (default 24h; 1ms: purge at once; "
+                  "0: never purge)")
       ->check(DurationCheck());
   cmd->add_option("--outcome-retention", args->outcome_retention,
                   "Keep outcome markers this long (default 1h)")

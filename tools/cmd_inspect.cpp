@@ -17,11 +17,19 @@ struct GetArgs {
   std::string collection;
   std::string id;
   bool uncommitted = false;
+  OutputFormat format;
 };
 
 struct ScanArgs {
   std::string collection;
   bool include_deleted = false;
+  OutputFormat format;
+};
+
+struct TxnsArgs {
+  std::string state;      // "": every record; else pending, committed or aborted
+  std::size_t limit = 0;  // 0: no limit
+  OutputFormat format;
 };
 
 // {"status": ..., "version"?, "schema_version"?, "doc"?, "last_writer"?, "txn"?, "deleting"?}
@@ -59,7 +67,7 @@ int RunGet(Context& ctx, const GetArgs& args) {
   if (args.uncommitted) ro.isolation = Isolation::kReadUncommitted;
   auto r = db.Read(args.collection, args.id, ro);
   if (!r.ok()) return ReadFailure("get " + args.collection + "/" + args.id, r.status());
-  PrintJson(ReadJson(*r, args.uncommitted));
+  Print(ReadJson(*r, args.uncommitted), args.format);
   return kExitOk;
 }
 
@@ -94,11 +102,11 @@ int RunScan(Context& ctx, const ScanArgs& args) {
   out["collection"] = args.collection;
   out["count"] = docs.size();
   out["documents"] = std::move(docs);
-  PrintJson(out);
+  Print(out, args.format);
   return kExitOk;
 }
 
-int RunTxns(Context& ctx) {
+int RunTxns(Context& ctx, const TxnsArgs& args) {
   ctx.create_store = false;
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);
@@ -111,7 +119,15 @@ int RunTxns(Context& ctx) {
                                .count();
   json::array txns;
   std::size_t pending = 0;
+  bool truncated = false;
   for (const TxnSummary& t : *list) {
+    if (!t.corrupt && !t.done) ++pending;
+    // A filter by state lists only records that decode and are in that state.
+    if (!args.state.empty() && (t.corrupt || args.state != TxnOutcomeName(t.state))) continue;
+    if (args.limit != 0 && txns.size() == args.limit) {
+      truncated = true;
+      continue;
+    }
     json::object o;
     o["id"] = t.id;
     if (t.corrupt) {
@@ -128,14 +144,14 @@ int RunTxns(Context& ctx) {
     o["actions"] = t.actions;
     if (!t.aborted_by.empty()) o["aborted_by"] = t.aborted_by;
     if (t.done) o["done_age_ms"] = litetx::engine::MillisSince(now, t.done_at_ms);
-    if (!t.done) ++pending;
     txns.emplace_back(std::move(o));
   }
   json::object out;
   out["count"] = txns.size();
   out["unsettled"] = pending;
+  if (truncated) out["truncated"] = true;
   out["transactions"] = std::move(txns);
-  PrintJson(out);
+  Print(out, args.format);
   return kExitOk;
 }
 
@@ -148,17 +164,25 @@ void AddInspect(CLI::App& app, Context& ctx) {
   g->add_option("id", get->id, "Document id")->required();
   g->add_flag("--uncommitted", get->uncommitted,
               "Raw read: the stored image, with the holding transaction (txn, deleting)");
+  AddFormatOption(g, &get->format);
   g->callback([&ctx, get] { ctx.run = [&ctx, get] { return RunGet(ctx, *get); }; });
 
   auto scan = std::make_shared<ScanArgs>();
   CLI::App* s = app.add_subcommand("scan", "List the documents of a collection (committed view)");
   s->add_option("collection", scan->collection, "Collection")->required();
   s->add_flag("--include-deleted", scan->include_deleted, "Also list tombstones");
+  AddFormatOption(s, &scan->format);
   s->callback([&ctx, scan] { ctx.run = [&ctx, scan] { return RunScan(ctx, *scan); }; });
 
   CLI::App* t = app.add_subcommand(
       "txns", "List ActiveTransaction documents and outcome markers (state, age, lease)");
-  t->callback([&ctx] { ctx.run = [&ctx] { return RunTxns(ctx); }; });
+  auto txns = std::make_shared<TxnsArgs>();
+  t->add_option("--state", txns->state, "List only records in this state")
+      ->check(CLI::IsMember({"pending", "committed", "aborted"}));
+  t->add_option("--limit", txns->limit, "List at most N records (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  AddFormatOption(t, &txns->format);
+  t->callback([&ctx, txns] { ctx.run = [&ctx, txns] { return RunTxns(ctx, *txns); }; });
 }
 
 }  // namespace litetx::cli

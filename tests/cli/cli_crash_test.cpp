@@ -69,7 +69,7 @@ TEST_P(CliCrash, CrashAfterEveryWriteLeavesAllOrNothing) {
     EXPECT_EQ(r.code, k <= kWrites ? 86 : 0) << r.err;
     // Until the 7th write turns the record into an outcome marker, it is left unsettled.
     EXPECT_EQ(Unsettled(), k < kWrites ? 1 : 0);
-    RunResult gc = Cli({"gc", "--once", "--older-than", "0s"});
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
     EXPECT_EQ(gc.code, 0) << gc.err;
     // Settled: committed at or after the commit flip (write 4), untouched before it.
     const std::int64_t b1 = Balance("a1"), b2 = Balance("a2");

@@ -35,8 +35,8 @@ TEST_F(CliTest, GcOnceFinishesAndReversesWithOlderThan) {
   EXPECT_EQ(r.out, R"({"runs":1,"finished":0,"reversed":0,"failed":0,"purged":0,"undone":0,"swept":0,"status":"ok"})" "\n");
   EXPECT_EQ(Unsettled(), 2);
 
-  // ...but --older-than 0s treats everything as stale.
-  r = Cli({"gc", "--once", "--older-than", "0s", "--name", "gc-test"});
+  // ...but --older-than 1ms treats everything as stale.
+  r = Cli({"gc", "--once", "--older-than", "1ms", "--name", "gc-test"});
   ASSERT_EQ(r.code, 0) << r.err;
   json::object o = r.Json();
   EXPECT_EQ(o["finished"], 1);
@@ -57,13 +57,13 @@ TEST_F(CliTest, GcPurgesTombstonesOfListedCollections) {
   ASSERT_EQ(Apply(kPair).code, 0);
   ASSERT_EQ(Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
                                   {"op":"delete","collection":"c","id":"y"}]})").code, 0);
-  // "--tombstone-retention 0s" means 1 ms: let the tombstones get older than that. (Time has
+  // "--tombstone-retention 1ms": let the tombstones get older than that. (Time has
   // to pass here; a sleep never ends early, so this holds however loaded the machine is.)
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Default retention (24h): nothing to purge yet; unlisted collections are never purged.
   EXPECT_EQ(Cli({"gc", "--once", "--purge", "c"}).Json()["purged"], 0);
-  EXPECT_EQ(Cli({"gc", "--once", "--purge", "other", "--tombstone-retention", "0s"}).Json()["purged"], 0);
-  RunResult r = Cli({"gc", "--once", "--purge", "other", "--purge", "c", "--tombstone-retention", "0s"});
+  EXPECT_EQ(Cli({"gc", "--once", "--purge", "other", "--tombstone-retention", "1ms"}).Json()["purged"], 0);
+  RunResult r = Cli({"gc", "--once", "--purge", "other", "--purge", "c", "--tombstone-retention", "1ms"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.Json()["purged"], 2);
   EXPECT_EQ(Get("c", "x")["status"], "not_found");
@@ -78,7 +78,7 @@ TEST_F(CliTest, GcFailureExitsOneAndStillPrintsCounters) {
     ASSERT_TRUE((*store)->Create({std::string(kTransactionsCollection), "bad"},
                                  {{"state", "pending"}}).ok());
   }
-  RunResult r = Cli({"gc", "--once", "--older-than", "0s"});
+  RunResult r = Cli({"gc", "--once", "--older-than", "1ms"});
   EXPECT_EQ(r.code, 1);
   json::object o = r.Json();
   EXPECT_EQ(o["status"], "corruption");
@@ -115,7 +115,7 @@ bool WaitBlocked(pid_t pid, int sig) {
 
 TEST_F(CliTest, GcBackgroundRunsUntilSignalled) {
   ASSERT_EQ(Apply(kPair, "crash-after-writes:4").code, 86);
-  Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "0s"}));
+  Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "1ms"}));
   // The collector says nothing while it runs: poll the store until it has settled the record.
   EXPECT_TRUE(PollUntil([&] { return Unsettled() == 0; }, std::chrono::minutes(1),
                         std::chrono::milliseconds(10)));

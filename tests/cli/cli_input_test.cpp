@@ -74,7 +74,7 @@ const BadInput kBadInputs[] = {
     {"VersionString", Act(R"(,"version":"3")"), "unsigned integer"},
     {"VersionFraction", Act(R"(,"version":1.5)"), "unsigned integer"},
     {"VersionBool", Act(R"(,"version":true)"), "unsigned integer"},
-    {"SchemaVersionTooLarge", Act(R"(,"schema_version":4294967296)"), "unsigned integer"},
+    {"SchemaVersionTooLarge", Act(R"(,"schema_version":4294967296)"), "is out of range: 4294967296"},
     {"AdjustWithoutBy", R"({"actions":[{"op":"adjust","collection":"c","id":"x"}]})", "missing \"by\""},
     {"AdjustNonNumber", R"({"actions":[{"op":"adjust","collection":"c","id":"x","by":{"n":"1"}}]})",
      "not a finite number"},

@@ -65,7 +65,7 @@ TEST_F(CliTest, ScanListsTheCommittedView) {
   ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"e","doc":{}},
                                   {"op":"update","collection":"other","id":"o","set":{"y":1}}]})",
                   "crash-after-writes:2").code, 86);
-  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "0s"}).code, 0);
+  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "1ms"}).code, 0);
   ASSERT_EQ(Cli({"get", "--uncommitted", "c", "e"}).Json()["status"], "not_found");
   {
     auto store = LmdbStore::Open(path_);

@@ -82,7 +82,7 @@ TEST_F(CliRedis, ApplyGetScanTxnsGcRoundTrip) {
                                   {"op":"insert","collection":"d","id":"y","doc":{}}]})",
                   "crash-after-writes:2").code, 86);
   EXPECT_EQ(Unsettled(), 1);
-  r = Cli({"gc", "--once", "--older-than", "0s"});
+  r = Cli({"gc", "--once", "--older-than", "1ms"});
   ASSERT_EQ(r.code, 0) << r.err;
   json::object o = r.Json();
   EXPECT_EQ(o["reversed"], 1);
