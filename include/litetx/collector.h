@@ -47,9 +47,9 @@ struct CollectorOptions {
   // Pause between two runs of the background thread.
   std::chrono::milliseconds interval{1'000};
   // Treat a pending transaction as stale once it is older than this, even if its GC timestamp
-  // (start + lease) has not passed. Zero: only the GC timestamp counts. The CLI's
-  // `gc --older-than 0s` maps to 1 ms (everything is stale), for use after a crash test when
-  // no coordinator is alive.
+  // (start + lease) has not passed. Zero: only the GC timestamp counts (the CLI's
+  // `gc --older-than 0` means the same; `--older-than 1ms` treats everything as stale, for use
+  // after a crash test when no coordinator is alive).
   // DANGER: a value below the longest commit lets the collector roll back live transactions
   // (they then report kAborted; nothing is corrupted).
   std::chrono::milliseconds older_than{0};
