@@ -1,11 +1,11 @@
 #include "litetx/database.h"
 
 #include <spdlog/logger.h>
-#include <spdlog/sinks/null_sink.h>
 
 #include <algorithm>
 
 #include "engine/coordinator.h"
+#include "engine/env.h"
 #include "engine/lease_keeper.h"
 #include "engine/reads.h"
 #include "engine/record.h"
@@ -16,9 +16,7 @@ namespace {
 
 Options WithDefaults(Options o) {
   if (!o.clock) o.clock = SystemClock();
-  if (!o.logger) {
-    o.logger = std::make_shared<spdlog::logger>("litetx", std::make_shared<spdlog::sinks::null_sink_mt>());
-  }
+  if (!o.logger) o.logger = engine::DefaultLogger();
   if (o.max_attempts < 1) o.max_attempts = 1;
   return o;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,11 @@ struct Env {
   spdlog::logger& log;
   LeaseKeeper* leases = nullptr;  // renews leases in the background; null: none (collectors)
 };
+
+// The logger of a Database or Collector whose options name none: one per process, named
+// "litetx", writing to stderr at warn level. It is not registered with spdlog, and spdlog's
+// global state (default logger, levels) is left as it is.
+std::shared_ptr<spdlog::logger> DefaultLogger();
 
 // Bounded retrying: Next() waits with backoff and returns true while attempts (0: unbounded)
 // and time (0: unbounded) remain.

@@ -423,6 +423,8 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
     TxnContext ctx(std::make_unique<TxnContext::Impl>(*this, *coordinator_, leases_.get(), options,
                                                       attempt_id(attempt), priority_ms, attempt));
     TxnContext::Impl& impl = *ctx.impl_;
+    // An exception from fn or before_commit propagates: unwinding destroys ctx, whose
+    // destructor releases the attempt's locks; its buffered writes are dropped unwritten.
     Status s = fn(ctx);
     // before_commit runs on every attempt whose callback succeeded, so that what it reads is
     // read again, and what it writes computed again, whenever the attempt is repeated.

@@ -9,7 +9,6 @@
 #include <random>
 
 #include <spdlog/logger.h>
-#include <spdlog/sinks/null_sink.h>
 
 #include "engine/env.h"
 #include "engine/meta.h"
@@ -23,10 +22,7 @@ namespace {
 
 CollectorOptions WithDefaults(CollectorOptions o) {
   if (!o.engine.clock) o.engine.clock = SystemClock();
-  if (!o.engine.logger) {
-    o.engine.logger = std::make_shared<spdlog::logger>(
-        "litetx-gc", std::make_shared<spdlog::sinks::null_sink_mt>());
-  }
+  if (!o.engine.logger) o.engine.logger = engine::DefaultLogger();
   if (o.engine.max_attempts < 1) o.engine.max_attempts = 1;
   if (o.scan_batch == 0) o.scan_batch = 256;
   if (o.name.empty()) {

@@ -33,6 +33,8 @@
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/null_sink.h>
 
 #include "engine/meta.h"
 #include "engine/record.h"
@@ -419,12 +421,22 @@ inline Image ReadImage(litetx::Database& db, std::string_view c, std::string_vie
 // ---------------------------------------------------------------------------------------------
 // World: the usual test set-up.
 
+// A logger that drops everything.
+inline std::shared_ptr<spdlog::logger> QuietLogger() {
+  static const auto logger = std::make_shared<spdlog::logger>(
+      "quiet", std::make_shared<spdlog::sinks::null_sink_mt>());
+  return logger;
+}
+
 struct World {
   std::shared_ptr<litetx::ManualClock> clock = std::make_shared<litetx::ManualClock>();
   std::shared_ptr<litetx::MemoryStore> mem = std::make_shared<litetx::MemoryStore>();
 
   litetx::Options Opts() const {
     litetx::Options o;
+    // The engine's warnings about the faults tests inject on purpose are not printed; a test
+    // of the default logger sets the logger back to null.
+    o.logger = QuietLogger();
     o.clock = clock;
     o.busy_timeout = 50ms;
     o.lease = 120s;            // tests move the virtual clock past leases explicitly

@@ -24,8 +24,14 @@ struct BackoffOptions {
 };
 
 struct Options {
-  // Where the engine logs (warnings for stuck or repaired state, debug traces). The host
-  // owns the logger; null means log nothing.
+  // Where the engine logs: warnings and errors for stuck, repaired or unreleasable state (work
+  // left for the collector, a lock left to expire, a record that cannot be repaired), info on
+  // repairs, debug traces. Shared with the host. Null: warnings and errors go to stderr (one
+  // logger per process named "litetx", at warn level, not registered with spdlog; spdlog's
+  // own default logger and levels are left alone). To route them elsewhere pass a logger, e.g.
+  // spdlog::default_logger(); to silence them pass one that drops everything:
+  //   o.logger = std::make_shared<spdlog::logger>(
+  //       "quiet", std::make_shared<spdlog::sinks::null_sink_mt>());
   std::shared_ptr<spdlog::logger> logger;
   // Wall time (leases, expiries, ages), monotonic time (every timeout and wait) and sleeping;
   // null means SystemClock(). Tests pass a ManualClock. Wall time also gives an inserted id

@@ -21,6 +21,21 @@
 // Pessimistic locks (Lock) are held in the document's metadata with an owner, a priority and a
 // lease; see docs/concurrency.md for the contention policy (wait-die by transaction age).
 //
+// Exceptions: an exception thrown by the callback or by before_commit is not caught: it
+// propagates out of Run unchanged, after the attempt has been rolled back. Nothing it staged is
+// written (writes are only buffered until commit), no transaction record is left, and the locks
+// it took are released before Run exits (a release the store refuses is logged at warn and
+// that lock expires with its lease). The run is not retried, and after_rollback is not called
+// (there is no status to give it). An exception thrown by after_commit propagates too; the
+// transaction has then committed. Code that must not throw can turn an exception into a status
+// inside the callback:
+//
+//   db.Run([&](litetx::TxnContext& tx) -> litetx::Status {
+//     try { return Work(tx); } catch (const std::exception& e) {
+//       return litetx::Status::FailedPrecondition(e.what());  // rolled back, not retried
+//     }
+//   });
+//
 // Ownership: a TxnContext lives only during one run of the callback and refers to its
 // Database; do not keep it. Thread safety: a TxnContext is used by one thread at a time.
 #pragma once

@@ -1,6 +1,8 @@
 // litetx/status.h — error reporting for the whole library.
 //
-// Every fallible call returns a Status or a Result<T>; no exception crosses the API.
+// Every fallible call returns a Status or a Result<T>; the library throws no exception of its
+// own except BadResultAccess, for a programming error: reading the value of a Result that holds
+// an error (check ok() or `if (result)` first, or use value_or).
 // Codes are grouped by what the caller should do next:
 //   retry the transaction ........ kConflict, kBusy, kAborted   (IsRetryableTransaction)
 //   retry the same call .......... kUnavailable                  (IsRetryableCall)
@@ -15,6 +17,7 @@
 #include <cassert>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -108,7 +111,30 @@ class [[nodiscard]] Status {
   std::string txn_id_;
 };
 
+// Thrown by Result<T>::value() (and operator* and operator->) when the Result holds an error:
+// a programming error, like std::bad_expected_access. what() is
+// "litetx::Result::value() called on error: <status>"; status() is the error held.
+class BadResultAccess : public std::logic_error {
+ public:
+  explicit BadResultAccess(Status status)
+      : std::logic_error("litetx::Result::value() called on error: " + status.ToString()),
+        status_(std::move(status)) {}
+  const Status& status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+};
+
 // A value or a non-OK Status.
+//
+//   litetx::Result<litetx::ReadResult> r = db.Read("accounts", "alice");
+//   if (!r) return r.status();          // explicit operator bool: the same as r.ok()
+//   use(r->doc);                        // value(), operator* and operator-> need ok()
+//   auto n = count.value_or(0);         // the value, or a fallback when in error
+//
+// value(), operator* and operator-> on an error throw BadResultAccess (never a std::get
+// exception). For Result<bool>, `if (r)` tests ok(), not the value held: write `r.value()` or
+// `*r` for the value.
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -118,20 +144,48 @@ class [[nodiscard]] Result {
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  // REQUIRES: ok().
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  // The same as ok().
+  explicit operator bool() const { return ok(); }
+
+  // The value. Throws BadResultAccess if !ok().
+  T& value() & {
+    Check();
+    return *std::get_if<T>(&v_);
+  }
+  const T& value() const& {
+    Check();
+    return *std::get_if<T>(&v_);
+  }
+  T&& value() && {
+    Check();
+    return std::move(*std::get_if<T>(&v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+
+  // The value if ok(), else `fallback` (converted to T). Never throws BadResultAccess.
+  template <typename U>
+  T value_or(U&& fallback) const& {
+    if (const T* v = std::get_if<T>(&v_)) return *v;
+    return static_cast<T>(std::forward<U>(fallback));
+  }
+  template <typename U>
+  T value_or(U&& fallback) && {
+    if (T* v = std::get_if<T>(&v_)) return std::move(*v);
+    return static_cast<T>(std::forward<U>(fallback));
+  }
 
   // The error, or an OK status when a value is held.
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
   Code code() const { return ok() ? Code::kOk : std::get<Status>(v_).code(); }
 
  private:
+  void Check() const {
+    if (const Status* s = std::get_if<Status>(&v_)) throw BadResultAccess(*s);
+  }
+
   std::variant<T, Status> v_;
 };
 
