@@ -4,6 +4,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "engine/meta.h"
 #include "engine/record.h"
 
@@ -61,6 +64,10 @@ litetx::Options TestOptions(std::shared_ptr<litetx::Clock> clock) {
   o.busy_timeout = std::chrono::milliseconds{0};
   o.retry_backoff = {std::chrono::milliseconds{10}, std::chrono::milliseconds{1000}};
   o.renew_leases = false;  // no background writes: crash points count only the coordinator's
+  // The faults injected on purpose would each log a warning: keep the output readable.
+  static const std::shared_ptr<spdlog::logger> quiet = std::make_shared<spdlog::logger>(
+      "ptest-quiet", std::make_shared<spdlog::sinks::null_sink_mt>());
+  o.logger = quiet;
   return o;
 }
 
