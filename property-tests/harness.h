@@ -24,6 +24,7 @@
 #include <boost/json.hpp>
 
 #include "litetx/litetx.h"
+#include "litetx/fault_injecting_store.h"
 
 namespace ptest {
 

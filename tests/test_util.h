@@ -39,6 +39,8 @@
 #include "engine/meta.h"
 #include "engine/record.h"
 #include "litetx/litetx.h"
+#include "litetx/fault_injecting_store.h"
+#include "litetx/lmdb_store.h"
 
 namespace ltxtest {
 

@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "litetx/litetx.h"
+#include "litetx/fault_injecting_store.h"
+#include "litetx/lmdb_store.h"
 #include "litetx/redis_cluster_store.h"
 #include "litetx/redis_store.h"
 

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   ctx.store_uri = std::string("lmdb:") + kDefaultLmdbPath;
   CLI::App app{"litetx — multi-document transactions over single-document-atomic stores"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("litetx ") + litetx::Version());
   app.option_defaults()->always_capture_default();
   app.add_option("--store", ctx.store_uri,
                  std::string("Store URI: ") + kStoreSchemes +
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "litetx: %s (see --help)\n", e.what());

@@ -17,6 +17,7 @@
 #include "cli_harness.h"
 #include "engine/json_text.h"
 #include "litetx/litetx.h"
+#include "litetx/lmdb_store.h"
 
 namespace litetx::clitest {
 namespace {

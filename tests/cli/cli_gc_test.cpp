@@ -11,6 +11,7 @@
 
 #include "cli_harness.h"
 #include "litetx/litetx.h"
+#include "litetx/lmdb_store.h"
 
 namespace litetx::clitest {
 namespace {

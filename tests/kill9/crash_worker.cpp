@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "litetx/litetx.h"
+#include "litetx/lmdb_store.h"
 #include "tools/demo_bank.h"
 
 namespace {

@@ -49,6 +49,7 @@
 #include <gtest/gtest.h>
 
 #include "litetx/litetx.h"
+#include "litetx/lmdb_store.h"
 #include "tools/demo_bank.h"
 
 #ifndef LITETX_CRASH_WORKER

@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "litetx/litetx.h"
+#include "litetx/fault_injecting_store.h"
+#include "litetx/lmdb_store.h"
 
 namespace stress::bank {
 

@@ -32,6 +32,8 @@
 #include <boost/json.hpp>
 
 #include "litetx/litetx.h"
+#include "litetx/fault_injecting_store.h"
+#include "litetx/lmdb_store.h"
 
 #ifndef LITETX_LONG_TESTS
 #define LITETX_LONG_TESTS 0

@@ -1,5 +1,6 @@
-// The README's example, built against an installed litetx through find_package (see
-// tests/install/install_check.cmake).
+// The README's example, built against an installed litetx's core through find_package and
+// through pkg-config (see tests/install/install_check.cmake); it prints the library version
+// first.
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -7,6 +8,7 @@
 #include "litetx/litetx.h"
 
 int main() {
+  std::printf("litetx %s\n", litetx::Version());
   auto store = std::make_shared<litetx::MemoryStore>();  // durable: LmdbStore::Open (litetx/lmdb_store.h)
   litetx::Database db(store);                             // default Options: 120 s lease
   litetx::Collector gc(store);                            // repairs what crashed commits leave behind
