@@ -22,7 +22,9 @@
 #include <spdlog/spdlog.h>
 
 #include "examples/guide_store.h"
+#include "litetx/fault_injecting_store.h"
 #include "litetx/litetx.h"
+#include "litetx/lmdb_store.h"
 #ifdef LITETX_GUIDE_WITH_REDIS
 #include "litetx/redis_cluster_store.h"
 #include "litetx/redis_store.h"
