@@ -56,6 +56,10 @@ void Watch() {
                        "): exiting at once; `litetx gc` settles what is left after its lease\n");
     }
     if (!g_catching.load()) ExitNow(sig, "");
+    const std::string note = std::string("litetx: ") + Name(sig) +
+                             " received: finishing the current step, then exiting (a second "
+                             "signal exits at once)\n";
+    (void)!::write(STDERR_FILENO, note.data(), note.size());
     {
       std::lock_guard<std::mutex> lock(g_mu);  // a waiter between its check and its wait
     }

@@ -5,7 +5,8 @@
 //   - Before a command has called CatchSignals (parsing, and the read-only commands get, scan
 //     and txns): the process exits at once with 128 + the signal number (130 for SIGINT, 143
 //     for SIGTERM). Nothing has been written, so nothing is left behind.
-//   - After CatchSignals (apply, bench, demo, gc): the first signal is noted; the command
+//   - After CatchSignals (apply, bench, demo, gc): the first signal is noted (a line on stderr
+//     says so: "litetx: SIGINT received: finishing the current step..."); the command
 //     finishes the step it is in (a transaction runs to its end: it commits or rolls back),
 //     cleans up, and exits with 130 or 143 (gc without --once exits 0: see cmd_gc.cpp).
 //   - A second signal exits at once, with 130 or 143 again, after one line on stderr. What the
