@@ -103,7 +103,7 @@ std::string TableHeader() {
 
 std::string TableRow(const TxRow& r) {
   std::string line = Format(
-      "%3d %3d %10.0f %10.0f %11.0f %6.3f %9.2f   (%3d) %9.2f %8.1f %9.1f %12.1f  ", r.n,
+      "%3d %3d %10.0f %10.0f %11.0f %6.3f %11.2f (%3d) %9.2f %8.1f %9.1f %12.1f  ", r.n,
       r.threads, r.tx.ops_per_s, r.raw.ops_per_s, r.bound_tx_per_s, r.ratio_to_bound,
       r.writes_per_tx, 2 * r.n + 3, r.reads_per_tx, r.tx.p50_us, r.tx.p99_us,
       static_cast<double>(r.peak_rss_kb) / 1024.0);

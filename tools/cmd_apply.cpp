@@ -11,6 +11,16 @@
 //   {"op":"check",  "collection", "id", "version"}
 // Output: {"outcome": NAME, "txn_id"?, "versions"? (committed), "current_version"? (conflict),
 // "message"? (not committed)} and the outcome's exit code (cli.h). See docs/cli.md.
+//
+// SIGINT and SIGTERM (tools/signals.h): a signal that arrives before the transaction starts
+// ends the command with nothing written. One that arrives while it runs is noted and the
+// transaction runs to its end, as it would have without the signal: before the commit point
+// it goes on to commit or rolls back, past it it finishes. Its bounds are those of every
+// commit (--busy-timeout, --max-attempts with --retry-backoff, --rollback-timeout), so no
+// record is left open. Then the outcome is printed with "interrupted": "SIGINT"|"SIGTERM" and
+// the exit code is 130 (SIGINT) or 143 (SIGTERM) whatever the outcome: stdout says what
+// happened. A second signal exits at once (130/143); the collector settles the transaction
+// after its lease.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -28,6 +38,7 @@
 #include "engine/json_text.h"
 #include "engine/validate.h"
 #include "tools/cli.h"
+#include "tools/signals.h"
 
 namespace litetx::cli {
 namespace {
@@ -307,6 +318,7 @@ bool Tune(const ApplyArgs& args, Options& o) {
 }
 
 int RunApply(Context& ctx, const ApplyArgs& args) {
+  CatchSignals();  // before OpenStore and the Database start any thread
   std::string text;
   std::string why = "read error";
   if (!ReadInput(args.file, &text, &why)) {
@@ -321,10 +333,15 @@ int RunApply(Context& ctx, const ApplyArgs& args) {
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);
   if (!store) return code;
+  if (Interrupted() != 0) {
+    return Fail(ExitAfterSignal(kExitOk),
+                std::string("interrupted (") + InterruptedName() + ") before the transaction "
+                "started: nothing written");
+  }
   Database db(store, options);
   auto r = db.Commit(*txn);
   if (r.code() == Code::kInvalidArgument) {  // e.g. a document over the size limit
-    return Fail(kExitUsage, "bad transaction: " + r.status().message());
+    return Fail(ExitAfterSignal(kExitUsage), "bad transaction: " + r.status().message());
   }
   json::object out;
   out["outcome"] = OutcomeName(r.status());
@@ -345,6 +362,13 @@ int RunApply(Context& ctx, const ApplyArgs& args) {
                        "its lease ends (litetx gc --once), or at once with litetx gc --once "
                        "--older-than D (D longer than any live transaction)";
     }
+  }
+  if (Interrupted() != 0) {
+    out["interrupted"] = InterruptedName();
+    PrintJson(out);
+    return Fail(ExitAfterSignal(kExitOk), std::string("interrupted (") + InterruptedName() +
+                                              "): the transaction ran to its end: " +
+                                              OutcomeName(r.status()));
   }
   PrintJson(out);
   return OutcomeExit(r.status());

@@ -1,15 +1,35 @@
 // tools/cmd_bench.cpp — `litetx bench`: the raw CAS rate of the store named by --store, then
 // transactions of N documents on it (tx/s, latency, counted writes, peak memory) and committed
 // against raw reads. The measurements are in bench/ (litetx_bench); see docs/benchmarks.md.
+//
+// SIGINT and SIGTERM (tools/signals.h), alike: the benchmark's threads stop at their next
+// store call (each is parked there for good, as if the process had crashed at that point),
+// the calls already under way are waited for, and then, on this thread and straight on the
+// store: a collector settles the benchmark's transactions that were in flight (their lease
+// lapses, since the parked threads no longer renew it: at most about one lease, 5 s), the
+// benchmark's documents are erased (unless --keep), and the command exits 130 (SIGINT) or 143
+// (SIGTERM) with one line on stderr saying what it settled and erased. Rows already measured
+// stay printed. A second signal exits at once (130/143); the collector settles what is left
+// after the lease, and the documents stay in collection bench.<pid>.
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
 #include <cstdio>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "bench/bench.h"
 #ifdef LITETX_CLI_WITH_REDIS
 #include "bench/redis_native.h"
 #endif
+#include "litetx/forwarding_store.h"
 #include "tools/cli.h"
+#include "tools/signals.h"
 
 namespace litetx::cli {
 namespace {
@@ -23,6 +43,156 @@ struct BenchArgs {
   bool json = false;
   bool keep = false;
 };
+
+// The store the benchmark runs on: forwards every call until a signal is noted, then parks the
+// calling thread for good. Each thread marks a slot of its own while a call is under way (no
+// shared counter, so the figures measured through it are not slowed by contention).
+class ParkOnSignal : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+
+  Result<std::optional<StoredDocument>> Get(const Key& key) override {
+    return Call([&] { return ForwardingStore::Get(key); });
+  }
+  Result<Revision> Create(const Key& key, const boost::json::object& value) override {
+    return Call([&] { return ForwardingStore::Create(key, value); });
+  }
+  Result<Revision> Replace(const Key& key, Revision expected,
+                           const boost::json::object& value) override {
+    return Call([&] { return ForwardingStore::Replace(key, expected, value); });
+  }
+  Status Erase(const Key& key, Revision expected) override {
+    return Call([&] { return ForwardingStore::Erase(key, expected); });
+  }
+  Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
+                        std::size_t limit) override {
+    return Call([&] { return ForwardingStore::Scan(collection, cursor, limit); });
+  }
+
+  // After a signal: waits until no call is under way (every later one parks). True if none
+  // is left before `timeout` (each call is bounded by the store's own timeouts).
+  bool WaitIdle(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Slot& slot : slots_) {
+      while (slot.busy.load()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<bool> busy{false};
+  };
+
+  template <typename F>
+  std::invoke_result_t<F> Call(F f) {
+    Slot& slot = MySlot();
+    slot.busy.store(true);  // sequentially consistent: ordered before the check below
+    if (Interrupted() != 0) {
+      slot.busy.store(false);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the process exits
+    }
+    auto r = f();
+    slot.busy.store(false, std::memory_order_release);
+    return r;
+  }
+
+  Slot& MySlot() {
+    thread_local Slot* slot = nullptr;  // one ParkOnSignal per process
+    if (slot == nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot = &slots_.emplace_back();
+    }
+    return *slot;
+  }
+
+  std::mutex mu_;
+  std::deque<Slot> slots_;  // one per thread that ever called; never moved
+};
+
+// Erases every document of `collection` at the revision scanned; the count erased.
+std::uint64_t EraseCollection(Store& store, const std::string& collection, std::string* error) {
+  std::uint64_t erased = 0;
+  std::string cursor;
+  for (;;) {
+    auto page = store.Scan(collection, cursor, 256);
+    if (!page.ok()) {
+      *error = page.status().ToString();
+      return erased;
+    }
+    for (const auto& [id, doc] : page->documents) {
+      Status s = store.Erase(Key{collection, id}, doc.revision);
+      if (s.ok()) {
+        ++erased;
+      } else if (error->empty()) {
+        *error = id + ": " + s.ToString();
+      }
+    }
+    if (page->next_cursor.empty()) return erased;
+    cursor = page->next_cursor;
+  }
+}
+
+// Transaction records created since `since_ms` that are not outcome markers yet.
+Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
+  auto list = db.ListTransactions();
+  if (!list.ok()) return list.status();
+  std::uint64_t open = 0;
+  for (const TxnSummary& t : *list) open += !t.done && t.created_ms >= since_ms ? 1 : 0;
+  return open;
+}
+
+// After a signal stopped the benchmark mid-run (its threads parked in `parking`): settles its
+// transactions in flight, erases its documents unless `keep`, and ends the process with
+// 130/143. Runs on the main thread, straight on `store`.
+[[noreturn]] void StopAfterSignal(const Context& ctx, const std::shared_ptr<Store>& store,
+                                  ParkOnSignal& parking, const std::string& collection,
+                                  bool keep, std::int64_t started_ms) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "litetx: interrupted (%s): stopping the benchmark, settling its "
+               "transactions in flight%s\n", InterruptedName(),
+               keep ? "" : (" and erasing collection " + collection).c_str());
+  std::fflush(stderr);
+  std::string problem;
+  if (!parking.WaitIdle(std::chrono::seconds(30))) problem = "a store call did not return";
+  const Options engine = EngineOptions(ctx);
+  Database db(store, engine);
+  CollectorOptions co;
+  co.engine = engine;
+  Collector gc(store, co);
+  // The records' GC timestamps pass within a lease of the last renewal.
+  const auto deadline = std::chrono::steady_clock::now() + engine.lease + std::chrono::seconds(10);
+  std::uint64_t open = 0;
+  for (;;) {
+    (void)gc.RunOnce();
+    auto o = OpenSince(db, started_ms);
+    if (!o.ok() && problem.empty()) problem = "listing transactions: " + o.status().ToString();
+    open = o.ok() ? *o : 1;
+    if (open == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const CollectorStats st = gc.stats();
+  std::uint64_t erased = 0;
+  std::string erase_error;
+  if (!keep) erased = EraseCollection(*store, collection, &erase_error);
+  std::fprintf(stderr,
+               "litetx: benchmark stopped: %llu transactions in flight settled (%llu finished, "
+               "%llu rolled back), %llu left open; collection %s: %s%s%s\n",
+               static_cast<unsigned long long>(st.finished + st.reversed),
+               static_cast<unsigned long long>(st.finished),
+               static_cast<unsigned long long>(st.reversed),
+               static_cast<unsigned long long>(open), collection.c_str(),
+               keep ? "kept" : (std::to_string(erased) + " documents erased").c_str(),
+               erase_error.empty() ? "" : ("; " + erase_error).c_str(),
+               problem.empty() ? "" : ("; " + problem).c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(ExitAfterSignal(kExitFailed));  // the benchmark's threads are parked: no join
+}
 
 // On redis:// and redis-cluster://, the native alternative: MULTI/EXEC of N writes on one
 // slot, straight through hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
@@ -80,7 +250,9 @@ NativeRows RunNative(const Context& ctx, const bench::Config& config,
 }
 
 int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
+  CatchSignals();  // before the store and the benchmark start any thread
   bench::Config config;
+  config.collection = "bench." + std::to_string(::getpid());
   config.threads = args.threads;
   config.rounds = args.rounds;
   config.sizes = args.sizes;
@@ -113,10 +285,31 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
                 bench::TableHeader().c_str());
     std::fflush(stdout);
   }
-  auto report = bench::Run(store, config, EngineOptions(ctx), on_row);
-  if (!report.ok()) return Fail(kExitStore, "benchmark setup: " + report.status().ToString());
+  // The benchmark runs on its own thread through ParkOnSignal, so that a signal can stop it
+  // between two store calls while this thread cleans up.
+  const std::int64_t started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  auto parking = std::make_shared<ParkOnSignal>(store);
+  std::optional<Result<bench::Report>> result;
+  std::atomic<bool> done{false};
+  std::thread runner([&] {
+    result.emplace(bench::Run(parking, config, EngineOptions(ctx), on_row));
+    done = true;
+    Wake();
+  });
+  WaitForSignal([&] { return done.load(); }, std::chrono::milliseconds::max());
+  if (!done) {
+    runner.detach();  // parked at its next store call; StopAfterSignal ends the process
+    StopAfterSignal(ctx, store, *parking, config.collection, args.keep, started_ms);
+  }
+  runner.join();
+  Result<bench::Report>& report = *result;
+  if (!report.ok()) {
+    return Fail(ExitAfterSignal(kExitStore), "benchmark setup: " + report.status().ToString());
+  }
 
-  NativeRows native = RunNative(ctx, config, *report);
+  // The native rows are skipped after a signal; one that comes during them lets them end.
+  NativeRows native = Interrupted() != 0 ? NativeRows{} : RunNative(ctx, config, *report);
 
   if (args.json) {
     boost::json::object out = bench::ToJson(*report).as_object();
@@ -145,6 +338,10 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   }
   if (!report->cleanup_error.empty()) {
     Fail(kExitOk, "cleanup of " + report->collection + ": " + report->cleanup_error);
+  }
+  if (Interrupted() != 0) {
+    return Fail(ExitAfterSignal(kExitOk), std::string("interrupted (") + InterruptedName() +
+                                              "): the benchmark had finished; cleaned up as usual");
   }
   if (report->errors() + native.errors > 0) {
     return Fail(kExitFailed,

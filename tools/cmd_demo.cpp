@@ -15,8 +15,13 @@
 // balances against the ledger, that every acknowledged transfer is in the ledger and every
 // failed attempt (rolled back) is not, that every ledger document of the run is an
 // acknowledged or crashed/in-doubt transfer, and that no reference or record is left. JSON
-// summary on stdout; exit 0 only if everything holds. Ctrl-C ends the run early (the audit
-// still runs); a second Ctrl-C kills the process.
+// summary on stdout; exit 0 only if everything holds.
+//
+// SIGINT and SIGTERM (tools/signals.h) end the run early, alike: the workers stop after the
+// transfer each is in, the collector settles what the crashes left, the audit runs and the
+// summary is printed with "interrupted": true and "signal"; the exit code is then 130 (SIGINT)
+// or 143 (SIGTERM) if the verification passed, 1 if it failed. A second signal exits at once
+// with 130/143, unverified; the collector (`litetx gc`) settles what is left after the lease.
 //
 // Ownership: everything lives in RunDemo's frame; workers and the collector are joined there.
 // Thread safety: workers share one Database (thread-safe) and atomic counters; each keeps its
@@ -26,7 +31,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -36,6 +40,7 @@
 
 #include "tools/cli.h"
 #include "tools/demo_bank.h"
+#include "tools/signals.h"
 
 namespace litetx::cli {
 namespace {
@@ -65,12 +70,6 @@ struct WorkerLog {
   std::vector<std::string> failed;    // attempts that failed and were rolled back
   std::string fatal;                  // an unexpected error that stopped the worker
 };
-
-volatile std::sig_atomic_t g_interrupted = 0;
-void OnInterrupt(int) {
-  g_interrupted = 1;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
-}
 
 struct Shared {
   const DemoFlags& flags;
@@ -215,6 +214,7 @@ void DrawVerdict(const bank::AuditReport& a, std::uint64_t crashed, const Collec
 }
 
 int RunDemo(Context& ctx, DemoFlags flags) {
+  CatchSignals();  // before the store, the collector and the workers start any thread
   if (flags.seed == 0) flags.seed = std::random_device{}() | 1ULL;
   int exit_code = kExitOk;
   std::shared_ptr<Store> store = OpenStore(ctx, &exit_code);
@@ -249,8 +249,6 @@ int RunDemo(Context& ctx, DemoFlags flags) {
   Shared shared{flags, cfg, store, options, db, counters, stop};
   std::vector<WorkerLog> logs(static_cast<std::size_t>(flags.threads));
   std::vector<std::thread> workers;
-  g_interrupted = 0;
-  auto previous_handler = std::signal(SIGINT, OnInterrupt);
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const bool progress = !flags.no_progress;
   const auto start = Clock::now();
@@ -259,8 +257,8 @@ int RunDemo(Context& ctx, DemoFlags flags) {
   }
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   auto last_draw = start;
-  while (!stop && !g_interrupted && elapsed() < flags.duration_s) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!stop && Interrupted() == 0 && elapsed() < flags.duration_s) {
+    WaitForSignal(nullptr, std::chrono::milliseconds(50));
     const auto every = std::chrono::milliseconds(tty ? 250 : 1000);
     if (progress && Clock::now() - last_draw >= every) {
       last_draw = Clock::now();
@@ -270,7 +268,6 @@ int RunDemo(Context& ctx, DemoFlags flags) {
   stop = true;
   for (auto& w : workers) w.join();
   const double run_s = elapsed();
-  std::signal(SIGINT, previous_handler == SIG_ERR ? SIG_DFL : previous_handler);
   if (progress && (tty || Clock::now() - last_draw > std::chrono::milliseconds(500))) {
     DrawProgress(counters, run_s, flags.duration_s, tty, true);
   }
@@ -313,7 +310,8 @@ int RunDemo(Context& ctx, DemoFlags flags) {
       {"accounts", flags.accounts},
       {"threads", flags.threads},
       {"elapsed_ms", static_cast<std::int64_t>(run_s * 1000)},
-      {"interrupted", g_interrupted != 0},
+      {"interrupted", Interrupted() != 0},
+      {"signal", Interrupted() != 0 ? boost::json::value(InterruptedName()) : nullptr},
       {"committed", counters.committed.load()},
       {"crashed", counters.crashed.load()},
       {"unknown", counters.unknown.load()},
@@ -335,6 +333,10 @@ int RunDemo(Context& ctx, DemoFlags flags) {
     std::string reason = "verification failed (" + std::to_string(audit.error_count) + " errors)";
     for (const auto& e : audit.errors) reason += "; " + e;
     return Fail(kExitFailed, reason);
+  }
+  if (Interrupted() != 0) {
+    return Fail(ExitAfterSignal(kExitOk), std::string("interrupted (") + InterruptedName() +
+                                              "): stopped early; settled and verified");
   }
   return kExitOk;
 }

@@ -3,11 +3,23 @@
 // --once: one Collector::RunOnce, then the counters as JSON; exit 0 if it returned OK, else
 // kExitFailed with the error on stderr (the counters are still printed). Without --once: the
 // background thread runs every --interval until SIGINT or SIGTERM, then the counters are
-// printed and the exit code is 0. Never creates a missing LMDB store (kExitStore).
+// printed. Never creates a missing LMDB store (kExitStore).
+//
+// Signals (tools/signals.h), SIGINT and SIGTERM alike:
+//   --once: the pass runs to its end (every step is one CAS and the pass is bounded), the
+//     counters are printed with "interrupted": "SIGINT"|"SIGTERM", and the exit code is 130
+//     (SIGINT) or 143 (SIGTERM): the pass was asked to stop early.
+//   without --once: a signal is how the background collector is meant to be stopped (by a
+//     service manager, or Ctrl-C), so it is not an interruption: the run in progress ends at
+//     its next transaction boundary (Collector::Stop), the counters are printed with
+//     "status": "stopped" and "signal", and the exit code is 0 — a supervisor counts the stop
+//     as clean.
+//   A second signal exits at once with 130/143; what the pass had not done, the next pass
+//   (of any collector) does.
 #include <csignal>
-#include <pthread.h>
 
 #include "tools/cli.h"
+#include "tools/signals.h"
 
 namespace litetx::cli {
 namespace {
@@ -66,6 +78,7 @@ int RunGc(Context& ctx, const GcArgs& args) {
   }
   if (!args.outcome_retention.empty()) co.outcome_retention = *ParseDuration(args.outcome_retention);
 
+  CatchSignals();  // before the store and the collector start any thread
   ctx.create_store = false;
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);
@@ -77,22 +90,21 @@ int RunGc(Context& ctx, const GcArgs& args) {
     json::object out = Counters(gc.stats());
     out["status"] = s.ok() ? "ok" : std::string(CodeName(s.code()));
     if (!s.ok()) out["message"] = s.message();
+    if (Interrupted() != 0) out["interrupted"] = InterruptedName();
     PrintJson(out);
-    return s.ok() ? kExitOk : Fail(kExitFailed, "gc: " + s.ToString());
+    if (!s.ok()) Fail(kExitFailed, "gc: " + s.ToString());
+    if (Interrupted() != 0) {
+      return Fail(ExitAfterSignal(kExitOk), std::string("interrupted (") + InterruptedName() +
+                                                "): the pass ran to its end");
+    }
+    return s.ok() ? kExitOk : kExitFailed;
   }
 
-  // Block the signals before the collector's thread starts (it inherits the mask), then wait
-  // for one synchronously: no async-signal-safety concerns, and Stop() runs on this thread.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The signals are blocked in this thread since CatchSignals, so the collector's thread
+  // inherits the mask; Stop() runs here, on this thread, once a signal is noted.
   Collector gc(store, co);
   gc.Start();
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
+  const int sig = WaitForSignal();
   gc.Stop();
   json::object out = Counters(gc.stats());
   out["status"] = "stopped";

@@ -3,8 +3,12 @@
 #include <string>
 
 #include "tools/cli.h"
+#include "tools/signals.h"
 
 int main(int argc, char** argv) {
+  // SIGINT and SIGTERM: noted by a watcher thread (tools/signals.h); before that is installed
+  // no other thread may start.
+  litetx::cli::InstallSignalHandling();
   using namespace litetx::cli;
   Context ctx;
   ctx.store_uri = std::string("lmdb:") + kDefaultLmdbPath;
