@@ -243,28 +243,6 @@ Result<std::vector<StoredDocument>> Setup(Store& store, Database& db, const Conf
   return raw;
 }
 
-// Erases every document of the benchmark's collection at the revision scanned.
-std::uint64_t Cleanup(Store& store, const std::string& collection, std::string* error) {
-  std::uint64_t erased = 0;
-  std::string cursor;
-  for (;;) {
-    auto page = store.Scan(collection, cursor, 256);
-    if (!page.ok()) {
-      *error = page.status().ToString();
-      return erased;
-    }
-    for (const auto& [id, doc] : page->documents) {
-      Status s = store.Erase(Key{collection, id}, doc.revision);
-      if (s.ok()) {
-        ++erased;
-      } else if (error->empty()) {
-        *error = id + ": " + s.ToString();
-      }
-    }
-    if (page->next_cursor.empty()) return erased;
-    cursor = page->next_cursor;
-  }
-}
 
 }  // namespace
 
@@ -350,8 +328,30 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
   }
 
   report.peak_rss_kb = MaxRssKb();
-  if (c.cleanup) report.cleaned = Cleanup(*store, c.collection, &report.cleanup_error);
+  if (c.cleanup) report.cleaned = EraseCollection(*store, c.collection, &report.cleanup_error);
   return report;
+}
+
+std::uint64_t EraseCollection(Store& store, const std::string& collection, std::string* error) {
+  std::uint64_t erased = 0;
+  std::string cursor;
+  for (;;) {
+    auto page = store.Scan(collection, cursor, 256);
+    if (!page.ok()) {
+      *error = page.status().ToString();
+      return erased;
+    }
+    for (const auto& [id, doc] : page->documents) {
+      Status s = store.Erase(Key{collection, id}, doc.revision);
+      if (s.ok()) {
+        ++erased;
+      } else if (error->empty()) {
+        *error = id + ": " + s.ToString();
+      }
+    }
+    if (page->next_cursor.empty()) return erased;
+    cursor = page->next_cursor;
+  }
 }
 
 }  // namespace litetx::bench

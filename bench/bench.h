@@ -136,4 +136,8 @@ std::string TableHeader();
 std::string TableRow(const TxRow& row);
 std::string ReadTable(const Report& report);
 
+// Erases every document of `collection` at the revision scanned (a document changed meanwhile
+// is left, and the first failure is put in *error); returns how many were erased.
+std::uint64_t EraseCollection(Store& store, const std::string& collection, std::string* error);
+
 }  // namespace litetx::bench

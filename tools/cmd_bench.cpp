@@ -114,29 +114,6 @@ class ParkOnSignal : public ForwardingStore {
   std::deque<Slot> slots_;  // one per thread that ever called; never moved
 };
 
-// Erases every document of `collection` at the revision scanned; the count erased.
-std::uint64_t EraseCollection(Store& store, const std::string& collection, std::string* error) {
-  std::uint64_t erased = 0;
-  std::string cursor;
-  for (;;) {
-    auto page = store.Scan(collection, cursor, 256);
-    if (!page.ok()) {
-      *error = page.status().ToString();
-      return erased;
-    }
-    for (const auto& [id, doc] : page->documents) {
-      Status s = store.Erase(Key{collection, id}, doc.revision);
-      if (s.ok()) {
-        ++erased;
-      } else if (error->empty()) {
-        *error = id + ": " + s.ToString();
-      }
-    }
-    if (page->next_cursor.empty()) return erased;
-    cursor = page->next_cursor;
-  }
-}
-
 // Transaction records created since `since_ms` that are not outcome markers yet.
 Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
   auto list = db.ListTransactions();
@@ -178,7 +155,7 @@ Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
   const CollectorStats st = gc.stats();
   std::uint64_t erased = 0;
   std::string erase_error;
-  if (!keep) erased = EraseCollection(*store, collection, &erase_error);
+  if (!keep) erased = bench::EraseCollection(*store, collection, &erase_error);
   std::fprintf(stderr,
                "litetx: benchmark stopped: %llu transactions in flight settled (%llu finished, "
                "%llu rolled back), %llu left open; collection %s: %s%s%s\n",
