@@ -1,5 +1,7 @@
 #include "engine/json_text.h"
 
+#include "litetx/document.h"
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -216,6 +218,18 @@ JsonProblem CheckJson(const json::object& doc, std::size_t max_depth, bool finit
     if (p != JsonProblem::kNone) return p;
   }
   return Drain(max_depth, finite_only, todo);
+}
+
+std::string StoredValueProblem(const boost::json::object& value) {
+  switch (CheckJson(value, kMaxStoredNestingDepth, /*finite_only=*/true)) {
+    case JsonProblem::kNone: return {};
+    case JsonProblem::kTooDeep:
+      return "value nests objects and arrays deeper than " +
+             std::to_string(kMaxStoredNestingDepth) + " levels";
+    case JsonProblem::kNotFinite:
+      return "value holds a number that is not finite (NaN or an infinity)";
+  }
+  return {};
 }
 
 }  // namespace litetx::engine

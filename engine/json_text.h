@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include <boost/json/error.hpp>
@@ -44,5 +45,9 @@ JsonProblem CheckJson(const boost::json::value& v, std::size_t level, std::size_
                       bool finite_only);
 // The same for a whole document (level 1).
 JsonProblem CheckJson(const boost::json::object& doc, std::size_t max_depth, bool finite_only);
+
+// What a store writes with: why `value` cannot be stored as JSON text that reads back as it is
+// (nested deeper than kMaxStoredNestingDepth, or a NaN or an infinity), or empty.
+std::string StoredValueProblem(const boost::json::object& value);
 
 }  // namespace litetx::engine

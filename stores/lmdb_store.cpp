@@ -583,21 +583,6 @@ std::string EncodeKey(const Key& key) {
   return k;
 }
 
-// Why `value` cannot be stored as JSON text that reads back as it is, or empty: nesting
-// deeper than kMaxStoredNestingDepth (Decode would refuse it), or a NaN or infinite number
-// (JSON has no text for them). Not recursive.
-std::string ValueProblem(const json::object& value) {
-  switch (engine::CheckJson(value, kMaxStoredNestingDepth, /*finite_only=*/true)) {
-    case engine::JsonProblem::kNone: return {};
-    case engine::JsonProblem::kTooDeep:
-      return "value nests objects and arrays deeper than " +
-             std::to_string(kMaxStoredNestingDepth) + " levels";
-    case engine::JsonProblem::kNotFinite:
-      return "value holds a number that is not finite (NaN or an infinity)";
-  }
-  return {};
-}
-
 // 8 placeholder bytes for the revision, then the JSON text. False if over `max_bytes`.
 bool EncodeValue(const json::object& value, std::size_t max_bytes, std::string* out) {
   out->assign(kRevisionBytes, '\0');
@@ -637,7 +622,7 @@ Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& va
   if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
     return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
   }
   std::string k = EncodeKey(key);
@@ -672,7 +657,7 @@ Result<Revision> LmdbStore::Replace(const Key& key, Revision expected,
   if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
     return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
   }
   std::string k = EncodeKey(key);

@@ -14,6 +14,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "engine/json_text.h"
 #include "stores/redis_common.h"
 
 namespace litetx {
@@ -511,7 +512,7 @@ Result<Revision> RedisClusterStore::Create(const Key& key, const boost::json::ob
   if (std::string why = CollectionProblem(key.collection); !why.empty()) {
     return Status::InvalidArgument("redis-cluster: create " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("redis-cluster: create " + Describe(key) + ": " + why);
   }
   auto r = impl_->RouteWrite(kCreate, key, {key.id, json::serialize(value)});
@@ -526,7 +527,7 @@ Result<Revision> RedisClusterStore::Replace(const Key& key, Revision expected,
   if (std::string why = CollectionProblem(key.collection); !why.empty()) {
     return Status::InvalidArgument("redis-cluster: replace " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("redis-cluster: replace " + Describe(key) + ": " + why);
   }
   auto r = impl_->RouteWrite(kReplace, key,

@@ -204,18 +204,6 @@ std::string CollectionProblem(std::string_view collection) {
   return {};
 }
 
-std::string ValueProblem(const json::object& value) {
-  switch (engine::CheckJson(value, kMaxStoredNestingDepth, /*finite_only=*/true)) {
-    case engine::JsonProblem::kNone: return {};
-    case engine::JsonProblem::kTooDeep:
-      return "value nests objects and arrays deeper than " +
-             std::to_string(kMaxStoredNestingDepth) + " levels";
-    case engine::JsonProblem::kNotFinite:
-      return "value holds a number that is not finite (NaN or an infinity)";
-  }
-  return {};
-}
-
 bool ParseRevision(std::string_view text, Revision* out) {
   if (text.empty() || text.size() > 20) return false;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);

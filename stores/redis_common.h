@@ -69,8 +69,6 @@ std::string FormatValue(std::size_t buckets);
 
 // Why a collection name cannot be stored, or empty.
 std::string CollectionProblem(std::string_view collection);
-// Why `value` cannot be stored as JSON text that reads back as it is, or empty.
-std::string ValueProblem(const boost::json::object& value);
 bool ParseRevision(std::string_view text, Revision* out);
 // Decodes an HMGET v r reply: nullopt if both are nil; kCorruption otherwise when malformed.
 Result<std::optional<StoredDocument>> DecodeHmget(const redisReply* r, const std::string& where);

@@ -9,6 +9,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "engine/json_text.h"
 #include "stores/redis_common.h"
 
 namespace litetx {
@@ -137,7 +138,7 @@ Result<Revision> RedisStore::Create(const Key& key, const boost::json::object& v
   if (std::string why = CollectionProblem(key.collection); !why.empty()) {
     return Status::InvalidArgument("redis: create " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("redis: create " + Describe(key) + ": " + why);
   }
   auto r = RunScript(*impl_, kCreate, key, {key.id, json::serialize(value)});
@@ -152,7 +153,7 @@ Result<Revision> RedisStore::Replace(const Key& key, Revision expected,
   if (std::string why = CollectionProblem(key.collection); !why.empty()) {
     return Status::InvalidArgument("redis: replace " + Describe(key) + ": " + why);
   }
-  if (std::string why = ValueProblem(value); !why.empty()) {
+  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
     return Status::InvalidArgument("redis: replace " + Describe(key) + ": " + why);
   }
   auto r = RunScript(*impl_, kReplace, key,

@@ -23,12 +23,6 @@ namespace litetx::clitest {
 namespace {
 namespace json = boost::json;
 
-constexpr const char* kSeed =
-    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
-                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
-constexpr const char* kTransfer =
-    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
-                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
 
 class CliApply : public CliTest {
  protected:

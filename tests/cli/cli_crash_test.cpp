@@ -13,12 +13,6 @@ namespace litetx::clitest {
 namespace {
 namespace json = boost::json;
 
-constexpr const char* kSeed =
-    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
-                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
-constexpr const char* kTransfer =
-    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
-                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
 // Writes of a committed two-document transaction: record, 2 applies, commit flip, 2 finishes,
 // outcome marker (2N+3).
 constexpr int kWrites = 7;

@@ -101,4 +101,13 @@ class CliTest : public ::testing::Test {
   std::string store_;  // "lmdb:" + path_
 };
 
+// The two accounts most tests start from (a1 = 100, a2 = 50), and a transfer of 30 from a1 to
+// a2: a two-document transaction of 2N+3 = 7 writes.
+inline constexpr const char* kSeed =
+    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
+                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
+inline constexpr const char* kTransfer =
+    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
+                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
+
 }  // namespace litetx::clitest

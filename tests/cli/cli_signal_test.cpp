@@ -25,12 +25,6 @@ namespace {
 namespace json = boost::json;
 using std::chrono::seconds;
 
-constexpr const char* kSeed =
-    R"({"actions":[{"op":"insert","collection":"accounts","id":"a1","doc":{"balance":100}},
-                   {"op":"insert","collection":"accounts","id":"a2","doc":{"balance":50}}]})";
-constexpr const char* kTransfer =
-    R"({"actions":[{"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-30}},
-                   {"op":"adjust","collection":"accounts","id":"a2","by":{"balance":30}}]})";
 constexpr const char* kReceived = " received: finishing the current step";
 constexpr const char* kSecond = "): exiting at once;";  // the second signal's line
 

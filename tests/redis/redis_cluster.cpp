@@ -82,25 +82,8 @@ std::string RedisCluster::RunRedisCli(const std::vector<std::string>& args,
   if (exe.empty()) return "redis-cli not found in PATH (Debian: apt-get install redis-tools)";
   std::vector<std::string> all = {exe};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  const pid_t pid = SpawnLogged(std::move(all), log);
   if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
   const auto deadline = Clock::now() + timeout;
   int status = 0;
   while (true) {

@@ -115,25 +115,8 @@ bool RedisServer::Launch(std::chrono::steady_clock::time_point deadline) {
                  "--repl-diskless-sync-delay", "0"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string log = dir_ + "/redis.log";
-
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  const pid_t pid = SpawnLogged(std::move(args), dir_ + "/redis.log");
   if (pid < 0) return false;
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
   pid_ = pid;
   while (std::chrono::steady_clock::now() < deadline) {
     // PING answers -LOADING while the data is loaded, so a PONG means loading has ended; the
@@ -178,6 +161,26 @@ void RedisServer::Resume() {
 bool RedisServer::Ping() const {
   RawReply r(Command("PING"));
   return r != nullptr && r->type == REDIS_REPLY_STATUS;
+}
+
+pid_t SpawnLogged(std::vector<std::string> args, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;  // the parent, or -1
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+  }
+  int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, 0);
+  ::execv(argv[0], argv.data());
+  ::_exit(127);
 }
 
 RawReply RedisServer::Command(std::vector<std::string> args) const {

@@ -25,6 +25,11 @@ std::string FindInPath(const std::string& name);
 // A loopback TCP port nobody listens on right now.
 int FreePort();
 
+// Starts `args` (args[0] is the executable's path) as a child process with stdout and stderr
+// appended to `log` and stdin from /dev/null; the child dies with this process
+// (PR_SET_PDEATHSIG). Returns its pid, or -1 if fork failed.
+pid_t SpawnLogged(std::vector<std::string> args, const std::string& log);
+
 struct ReplyFree {
   void operator()(redisReply* r) const {
     if (r != nullptr) freeReplyObject(r);
