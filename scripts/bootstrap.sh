@@ -14,6 +14,7 @@ packages=(
   libhiredis-dev          # the Redis store (client library)
   redis-server            # the Redis store's tests start their own server
   doxygen                 # the API reference (the `docs` target)
+  groff-base              # checks the generated manual page (groff)
 )
 
 missing=()

@@ -14,6 +14,6 @@ bash scripts/bootstrap.sh
 cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLITETX_BUILD_TESTS=OFF \
   -DLITETX_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-demo --target litetx_cli -j"$(nproc 2>/dev/null || echo 2)"
-[[ $# -eq 0 ]] && set -- --duration 10
+[[ $# -eq 0 ]] && set -- --duration 10s
 exec ./build-demo/tools/litetx --store "lmdb:${LITETX_DEMO_STORE:-build-demo/demo-data}" \
   --sync "${LITETX_DEMO_SYNC:-nosync}" demo "$@"

@@ -41,6 +41,36 @@ enum Exit : int {
   kExitCorruption = 18,    // outcome corruption (a stored document cannot be decoded)
 };
 
+// Every exit code and what it means, for the manual page (docs/cli.md has the same table).
+struct ExitCodeInfo {
+  int code;
+  const char* meaning;
+};
+inline constexpr ExitCodeInfo kExitCodes[] = {
+    {kExitOk, "Committed, or the command did what it was asked."},
+    {kExitFailed, "A check the command makes failed: demo verification, a gc pass that met an "
+                  "error."},
+    {kExitUsage, "Bad command line or bad input: malformed JSON, wrong types, unknown op, "
+                 "missing or reserved fields, bad names, a bad store URI or LITETX_FAULTS."},
+    {kExitStore, "The store cannot be opened or read (path, permissions, damaged file, "
+                 "unreachable server, other bucket count)."},
+    {kExitConflict, "conflict: a version did not match; retry the transaction."},
+    {kExitBusy, "busy: another transaction held a document past the busy timeout; retry."},
+    {kExitDeleted, "deleted: the transaction named a tombstone."},
+    {kExitNotFound, "not_found: the transaction named a missing document."},
+    {kExitAborted, "aborted: a collector rolled the transaction back; retry."},
+    {kExitUnknown, "unknown: the outcome could not be learned; ask again with the txn id, do "
+                   "not retry blindly."},
+    {kExitUnavailable, "unavailable: the store failed before the commit point; nothing "
+                       "committed; retry."},
+    {kExitPrecondition, "failed_precondition: an adjust named a missing or non-numeric field, "
+                        "or would overflow."},
+    {kExitCorruption, "corruption: a stored document or record cannot be decoded."},
+    {86, "The process was killed on purpose by LITETX_FAULTS=crash-after-writes:K."},
+    {130, "Stopped by SIGINT (after finishing its current step)."},
+    {143, "Stopped by SIGTERM (after finishing its current step)."},
+};
+
 // State shared by main() and the subcommands.
 struct Context {
   // --store URI: "lmdb:PATH", "memory:", "redis://..." or "redis-cluster://..." (see

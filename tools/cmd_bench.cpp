@@ -334,7 +334,8 @@ void AddBench(CLI::App& app, Context& ctx) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure the store's raw CAS rate, then transactions of N documents on it");
   CLI::Option* duration =
-      cmd->add_option("--duration", args->duration, "Timed length of each measurement (2s, 500ms)");
+      cmd->add_option("--duration", args->duration, "Timed length of each measurement (2s, 500ms)")
+      ->check(DurationCheck());
   cmd->add_flag("--quick", args->quick, "Tiny measurements (25 ms each), for smoke tests");
   cmd->add_option("--threads", args->threads,
                   "Thread count measured besides 1 (each thread has its own documents)")

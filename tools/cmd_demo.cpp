@@ -8,7 +8,7 @@
 // "crashes": it runs through its own Database on a FaultInjectingStore (CrashMode::kThrow) that
 // throws SimulatedCrash right after a random one of the transaction's 2N+3 = 9 writes, and the
 // worker abandons it without learning its outcome. A background Collector (interval 100 ms,
-// lease --lease-ms, default 1 s) repairs those transactions while the others run; until then
+// lease --lease, default 1s) repairs those transactions while the others run; until then
 // their accounts stay held, so workers pick pairs that are free right now and give up on a held
 // account after 250 ms (kBusy) instead of the default 2 s. At the end the workers stop, the
 // collector runs until no record of this run is open, and the audit checks conservation,
@@ -53,7 +53,7 @@ struct DemoFlags {
   double duration_s = 10.0;
   double crash_rate = 0.02;
   std::uint64_t seed = 0;  // 0: random
-  int lease_ms = 1000;
+  std::int64_t lease = 1000;  // milliseconds
   bool no_progress = false;
 };
 
@@ -224,7 +224,7 @@ int RunDemo(Context& ctx, DemoFlags flags) {
   cfg.prefix = bank::NewRunPrefix(flags.seed);
   cfg.accounts = flags.accounts;
   Options options = EngineOptions(ctx);
-  options.lease = std::chrono::milliseconds(flags.lease_ms);
+  options.lease = std::chrono::milliseconds(flags.lease);
   // Accounts held by a crashed transfer stay held until the collector repairs it (one lease):
   // give up on them soon and move on to other accounts.
   options.busy_timeout = std::chrono::milliseconds(250);
@@ -356,22 +356,33 @@ void AddDemo(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(2, 1'000'000));
   cmd->add_option("--threads", flags->threads, "Worker threads running transfers")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--duration", flags->duration_s, "Time of transfers: 10s, 500ms, 1m (a bare number: seconds)")
+  cmd->add_option("--duration", flags->duration_s, "Time of transfers (10s, 500ms, 1m; 100ms to 24h)")
       ->transform(CLI::Validator([](std::string& s) -> std::string {
-        if (s.empty() || s.back() < 'a' || s.back() > 'z') return {};  // bare seconds
         auto d = ParseDuration(s);
         if (!d.ok()) return d.status().message();
+        if (*d < std::chrono::milliseconds(100) || *d > std::chrono::hours(24)) {
+          return "'" + s + "' is outside 100ms..24h";
+        }
         s = std::to_string(static_cast<double>(d->count()) / 1000.0);
         return {};
-      }, "DURATION"))
-      ->check(CLI::Range(0.1, 86400.0));
+      }, "DURATION"));
   cmd->add_option("--crash-rate", flags->crash_rate,
                   "Probability that a transfer's coordinator crashes after a random write")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", flags->seed, "Random seed (0: random; printed in the summary)");
-  cmd->add_option("--lease-ms", flags->lease_ms,
-                  "Transaction lease: how soon the collector repairs a crashed transfer")
-      ->check(CLI::Range(50, 600'000));
+  cmd->add_option("--lease", flags->lease,
+                  "Transaction lease: how soon the collector repairs a crashed transfer "
+                  "(50ms to 10m)")
+      ->transform(CLI::Validator([](std::string& s) -> std::string {
+        auto d = ParseDuration(s);
+        if (!d.ok()) return d.status().message();
+        if (*d < std::chrono::milliseconds(50) || *d > std::chrono::minutes(10)) {
+          return "'" + s + "' is outside 50ms..10m";
+        }
+        s = std::to_string(d->count());
+        return {};
+      }, "DURATION"))
+      ->default_str("1s");
   cmd->add_flag("--no-progress", flags->no_progress, "Do not draw the progress line on stderr");
   cmd->callback([&ctx, flags] { ctx.run = [&ctx, flags] { return RunDemo(ctx, *flags); }; });
 }

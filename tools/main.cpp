@@ -3,6 +3,7 @@
 #include <string>
 
 #include "tools/cli.h"
+#include "tools/docgen.h"
 #include "tools/signals.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--store", ctx.store_uri,
                  std::string("Store URI: ") + kStoreSchemes +
                      ". Redis OPTIONS: prefix=P&buckets=N&pool=N&timeout=MS&connect_timeout=MS"
-                     "&wait=N&wait_timeout=MS (docs/cli.md). Default: $LITETX_STORE if set")
+                     "&wait=N&wait_timeout=MS (docs/cli.md). Default: $LITETX_STORE if set, else lmdb:./litetx-data")
       ->capture_default_str()
       ->envname("LITETX_STORE");
   app.add_option("--log-level", ctx.log_level, "Engine log level on stderr")
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   AddGc(app, ctx);
   AddDemo(app, ctx);
   AddBench(app, ctx);
+  AddDocgen(app, &ctx.run);  // last: it describes the commands above
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

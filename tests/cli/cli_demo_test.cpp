@@ -21,7 +21,7 @@ std::uint64_t U(const json::object& o, const char* key) {
 }
 
 TEST_F(CliTest, DemoVerifiesAfterCrashes) {
-  RunResult r = Cli({"demo", "--duration", "3", "--crash-rate", "0.05", "--no-progress"});
+  RunResult r = Cli({"demo", "--duration", "3s", "--crash-rate", "0.05", "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const json::object o = r.Json();
   std::printf("[demo] %s\n", r.out.c_str());

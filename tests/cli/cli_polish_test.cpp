@@ -51,6 +51,8 @@ TEST_F(PolishTest, EveryDurationFlagTakesOneSyntax) {
       {"apply", "-", "--rollback-timeout", "-1s"},
       {"bench", "--duration", "1.5"},
       {"demo", "--duration", "5x"},
+      {"demo", "--duration", "10"},
+      {"demo", "--lease", "300"},
   };
   for (const auto& args : bad) {
     RunResult r = Cli(args);

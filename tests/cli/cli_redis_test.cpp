@@ -107,7 +107,7 @@ TEST_F(CliRedis, ApplyGetScanTxnsGcRoundTrip) {
 }
 
 TEST_F(CliRedis, DemoVerifies) {
-  RunResult r = Cli({"demo", "--duration", "1", "--crash-rate", "0.05", "--lease-ms", "300",
+  RunResult r = Cli({"demo", "--duration", "1s", "--crash-rate", "0.05", "--lease", "300ms",
                      "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::printf("[demo on redis] %s", r.out.c_str());
@@ -243,8 +243,8 @@ TEST(CliRedisCluster, DemoVerifiesAfterCrashes) {
   std::unique_ptr<TestRedisCluster> cluster;
   START_REDIS_CLUSTER_OR_SKIP(cluster);
   const std::string uri = ClusterUri(*cluster) + "?prefix=demo:&wait=1";
-  RunResult r = RunCli({"--store", uri, "demo", "--duration", "2", "--crash-rate", "0.05",
-                        "--lease-ms", "300", "--no-progress"});
+  RunResult r = RunCli({"--store", uri, "demo", "--duration", "2s", "--crash-rate", "0.05",
+                        "--lease", "300ms", "--no-progress"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::printf("[demo on redis-cluster] %s", r.out.c_str());
   json::object o = r.Json();

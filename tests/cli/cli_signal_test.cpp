@@ -200,8 +200,8 @@ TEST_F(CliSignal, BenchInterruptedRemovesItsDocuments) {
 TEST_F(CliSignal, DemoInterruptedSettlesAndVerifies) {
   for (const Sig& sig : kSignals) {
     SCOPED_TRACE(sig.name);
-    Child demo = Start(With({"demo", "--duration", "600", "--accounts", "20", "--threads", "2",
-                             "--crash-rate", "0.05", "--lease-ms", "200"}));
+    Child demo = Start(With({"demo", "--duration", "10m", "--accounts", "20", "--threads", "2",
+                             "--crash-rate", "0.05", "--lease", "200ms"}));
     // The first progress line (after a second of transfers).
     ASSERT_TRUE(WaitForStderr(demo, "committed ", seconds(60))) << demo.err_read;
     Signal(demo, sig);

@@ -8,7 +8,8 @@
 #  3. pkg-config: `pkg-config --modversion` of litetx, litetx-lmdb (and litetx-redis) is the
 #     version; consumer/main.cpp is compiled with `pkg-config --cflags --libs litetx` only,
 #     components/backends.cpp with litetx-lmdb (and litetx-redis), and both are run.
-#  4. The installed `litetx --version` prints the version.
+#  4. The installed `litetx --version` prints the version; its manual page and bash completion
+#     are installed and are the ones the installed tool generates.
 # Variables: BUILD_DIR (litetx's build tree), SRC (tests/install), WORK (scratch directory),
 # VERSION (the project version), CXX (the C++ compiler), WITH_REDIS (ON/OFF), CONTRACT_SRC
 # (tests/store_contract.cpp, whose TEST_P count the contract run must match).
@@ -108,4 +109,18 @@ if(EXISTS "${prefix}/bin/litetx")
   run("${prefix}/bin/litetx" --version)
   expect("litetx --version" "^litetx ${version_re}\n$" "${out}")
   message(STATUS "installed tool: ${out}")
+  include(GNUInstallDirs)
+  foreach(pair "man;${CMAKE_INSTALL_MANDIR}/man1/litetx.1"
+               "completion;bash;${CMAKE_INSTALL_DATADIR}/bash-completion/completions/litetx")
+    list(POP_BACK pair file)
+    if(NOT EXISTS "${prefix}/${file}")
+      message(FATAL_ERROR "not installed: ${prefix}/${file}")
+    endif()
+    file(READ "${prefix}/${file}" installed)
+    run("${prefix}/bin/litetx" ${pair})
+    if(NOT installed STREQUAL out)
+      message(FATAL_ERROR "${prefix}/${file} differs from `litetx ${pair}`")
+    endif()
+    message(STATUS "installed ${file}")
+  endforeach()
 endif()
