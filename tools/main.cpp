@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   AddGc(app, ctx);
   AddDemo(app, ctx);
   AddBench(app, ctx);
+  AddCollections(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
