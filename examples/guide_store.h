@@ -100,6 +100,28 @@ class MapStore final : public litetx::Store {
     return page;
   }
 
+  litetx::Result<litetx::CollectionPage> ListCollections(std::string_view cursor,
+                                                         std::size_t limit) override {
+    if (limit == 0) return litetx::Status::InvalidArgument("limit must be positive");
+    std::lock_guard lock(mu_);
+    litetx::CollectionPage page;
+    // From one collection, jump to the first key of the next: {name + '\0', ""} is the least
+    // key of any greater collection.
+    auto it = docs_.upper_bound(litetx::Key{std::string(cursor), std::string()});
+    while (it != docs_.end()) {
+      const std::string name = it->first.collection;
+      if (!name.empty() && name > cursor) {
+        if (page.names.size() == limit) {
+          page.next_cursor = page.names.back();
+          break;
+        }
+        page.names.push_back(name);
+      }
+      it = docs_.lower_bound(litetx::Key{name + '\0', std::string()});
+    }
+    return page;
+  }
+
  private:
   std::mutex mu_;
   std::map<litetx::Key, litetx::StoredDocument> docs_;

@@ -72,6 +72,7 @@ const char* StoreOpName(StoreOp op) {
     case StoreOp::kReplace: return "replace";
     case StoreOp::kErase: return "erase";
     case StoreOp::kScan: return "scan";
+    case StoreOp::kListCollections: return "list_collections";
   }
   return "unknown";
 }
@@ -103,6 +104,19 @@ Result<ScanPage> FaultInjectingStore::Scan(std::string_view collection, std::str
     return Status::Unavailable("injected transient fault: scan " + std::string(collection));
   }
   auto r = target().Scan(collection, cursor, limit);
+  ThrowIfCrashed();
+  return r;
+}
+
+Result<CollectionPage> FaultInjectingStore::ListCollections(std::string_view cursor,
+                                                           std::size_t limit) {
+  ThrowIfCrashed();
+  Fault f = Decide(StoreOp::kListCollections, Key{});  // no document: the rule sees {"", ""}
+  Delay();
+  if (f == Fault::kTransient) {
+    return Status::Unavailable("injected transient fault: list collections");
+  }
+  auto r = target().ListCollections(cursor, limit);
   ThrowIfCrashed();
   return r;
 }

@@ -776,6 +776,60 @@ Result<ScanPage> LmdbStore::Scan(std::string_view collection, std::string_view c
   return Status::Unavailable(std::string("lmdb: scan: ") + e.what());
 }
 
+Result<CollectionPage> LmdbStore::ListCollections(std::string_view cursor,
+                                                  std::size_t limit) try {
+  if (limit == 0) return Status::InvalidArgument("lmdb: list collections: limit must be positive");
+  // Keys are collection + '\0' + id, in byte order, so one collection's keys are contiguous
+  // and every key of a greater collection is >= collection + '\x01' (names hold no '\0'). The
+  // counter key has no '\0' and is stepped over.
+  using Page = CollectionPage;
+  return env_->Read<Page>("list collections", [&](MDB_txn* txn) -> Result<Page> {
+    MDB_cursor* raw = nullptr;
+    int rc = mdb_cursor_open(txn, env_->dbi, &raw);
+    if (rc != 0) return MdbError(rc, "list collections", env_->path);
+    Cursor c(raw);
+    MDB_val k;
+    MDB_val v;
+    // Positions at the first key of a collection greater than `name` (or at the counter key).
+    // A seek key longer than LMDB accepts is cut: it then lands earlier, and the loop below
+    // skips what is not after the cursor.
+    auto seek_past = [&](std::string_view name) {
+      std::string after(name);
+      after.push_back('\x01');
+      if (after.size() > env_->max_key) after.resize(env_->max_key);
+      k = Val(after);
+      return mdb_cursor_get(c.get(), &k, &v, MDB_SET_RANGE);
+    };
+    rc = cursor.empty() ? mdb_cursor_get(c.get(), &k, &v, MDB_FIRST) : seek_past(cursor);
+    CollectionPage page;
+    while (rc == 0) {
+      std::string_view key = View(k);
+      std::size_t sep = key.find('\0');
+      if (sep == std::string_view::npos) {  // the revision counter
+        rc = mdb_cursor_get(c.get(), &k, &v, MDB_NEXT);
+        continue;
+      }
+      std::string name(key.substr(0, sep));
+      if (name.empty() || (!cursor.empty() && name <= cursor)) {
+        rc = seek_past(name);
+        continue;
+      }
+      if (page.names.size() == limit) {  // one more exists: the page is not the last
+        page.next_cursor = page.names.back();
+        return page;
+      }
+      page.names.push_back(name);
+      rc = seek_past(name);
+    }
+    if (rc != MDB_NOTFOUND) return MdbError(rc, "list collections", env_->path);
+    return page;
+  });
+} catch (const std::bad_alloc&) {
+  return OutOfMemory("list collections");
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: list collections: ") + e.what());
+}
+
 Status LmdbStore::Sync() {
   auto lock = env_->Enter();
   if (env_->broken.load()) return env_->Broken();

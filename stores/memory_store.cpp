@@ -97,6 +97,39 @@ Result<ScanPage> MemoryStore::Scan(std::string_view collection, std::string_view
   return page;
 }
 
+Result<CollectionPage> MemoryStore::ListCollections(std::string_view cursor, std::size_t limit) {
+  if (limit == 0) {
+    return Status::InvalidArgument("memory store: list collections: limit must be positive");
+  }
+  // Each shard contributes its first limit + 1 names after the cursor, so "more remain" is
+  // seen exactly. Within a shard, keys are ordered by collection: after one name, jump to the
+  // first key of the next collection.
+  std::vector<std::string> all;
+  for (Shard& s : shards_) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.docs.upper_bound(Key{std::string(cursor), std::string()});
+    std::size_t n = 0;
+    while (it != s.docs.end() && n <= limit) {
+      const std::string& name = it->first.collection;
+      if (!name.empty() && name > cursor) {
+        all.push_back(name);
+        ++n;
+      }
+      // The first key of a greater collection: {name + '\0', ""} is the least such key.
+      it = s.docs.lower_bound(Key{name + '\0', std::string()});
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  CollectionPage page;
+  if (all.size() > limit) {
+    all.resize(limit);
+    page.next_cursor = all.back();
+  }
+  page.names = std::move(all);
+  return page;
+}
+
 std::size_t MemoryStore::Size() const {
   std::size_t n = 0;
   for (const Shard& s : shards_) {

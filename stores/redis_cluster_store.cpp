@@ -590,4 +590,38 @@ Result<ScanPage> RedisClusterStore::Scan(std::string_view collection, std::strin
   return Status::Unavailable("redis-cluster: scan: out of memory");
 }
 
+Result<CollectionPage> RedisClusterStore::ListCollections(std::string_view cursor,
+                                                          std::size_t limit) try {
+  if (limit == 0) {
+    return Status::InvalidArgument("redis-cluster: list collections: limit must be positive");
+  }
+  const RedisClusterOptions& o = impl_->options;
+  const std::string what = "redis-cluster: list collections";
+  // The masters of the current slot map; SCAN sees only the node it runs on.
+  std::vector<NodePool*> masters;
+  {
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    for (NodePool* p : impl_->slots) {
+      if (p != nullptr && std::find(masters.begin(), masters.end(), p) == masters.end()) {
+        masters.push_back(p);
+      }
+    }
+  }
+  if (masters.empty()) return Status::Unavailable(what + ": no master is known");
+  std::vector<std::string> names;
+  for (NodePool* pool : masters) {
+    Conn conn(pool);
+    if (Status s = conn.Open(); !s.ok()) return Status(s.code(), what + ": " + s.message());
+    if (Status s = ScanCollectionNames(conn, o.prefix, o.buckets, what, &names); !s.ok()) {
+      conn.MarkBroken();
+      return s;
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return PageOfNames(names, cursor, limit);
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis-cluster: list collections: out of memory");
+}
+
 }  // namespace litetx

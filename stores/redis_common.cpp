@@ -668,4 +668,89 @@ Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call
   return script;
 }
 
+std::optional<std::string> IndexKeyCollection(std::string_view key, std::string_view prefix,
+                                              std::size_t buckets) {
+  if (!key.starts_with(prefix)) return std::nullopt;
+  std::string_view rest = key.substr(prefix.size());
+  if (rest.empty() || rest.front() != '{') return std::nullopt;
+  // Collection names hold no '}', so the first one closes the tag; a document key's id may
+  // end in "}i" but its tag is followed by "d:".
+  std::size_t close = rest.find('}');
+  if (close == std::string_view::npos || rest.substr(close) != "}i") return std::nullopt;
+  std::string_view inside = rest.substr(1, close - 1);
+  std::size_t colon = inside.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+  std::string_view digits = inside.substr(colon + 1);
+  std::size_t b = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), b);
+  if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || b >= buckets ||
+      std::to_string(b) != digits) {
+    return std::nullopt;
+  }
+  return std::string(inside.substr(0, colon));
+}
+
+std::string IndexKeyPattern(std::string_view prefix) {
+  std::string pattern;
+  for (char ch : prefix) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += "{*}i";
+  return pattern;
+}
+
+CollectionPage PageOfNames(const std::vector<std::string>& names, std::string_view cursor,
+                           std::size_t limit) {
+  CollectionPage page;
+  auto it = cursor.empty() ? names.begin()
+                           : std::upper_bound(names.begin(), names.end(), cursor,
+                                              [](std::string_view c, const std::string& n) {
+                                                return c < n;
+                                              });
+  for (; it != names.end(); ++it) {
+    if (page.names.size() == limit) {
+      page.next_cursor = page.names.back();
+      break;
+    }
+    page.names.push_back(*it);
+  }
+  return page;
+}
+
+Status ScanCollectionNames(Conn& conn, std::string_view prefix, std::size_t buckets,
+                           const std::string& what, std::vector<std::string>* names) {
+  const std::string pattern = IndexKeyPattern(prefix);
+  std::string cursor = "0";
+  // SCAN ends when the server hands back cursor 0; each step reads about COUNT keys.
+  do {
+    Stage stage;
+    std::string error;
+    auto replies = Exchange(
+        conn, {Command{{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}}}, &stage, &error);
+    if (stage != Stage::kOk) {
+      return Status::Unavailable(what + ": " + conn.pool()->name() + ": " + error);
+    }
+    const redisReply* r = replies.front().get();
+    if (r->type == REDIS_REPLY_ERROR) {
+      return Status::Unavailable(what + ": " + conn.pool()->name() + ": " +
+                                 std::string(ReplyText(r)));
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+      return Status::Unavailable(what + ": " + conn.pool()->name() +
+                                 ": SCAN answered with an unexpected reply");
+    }
+    cursor = std::string(ReplyText(r->element[0]));
+    const redisReply* keys = r->element[1];
+    for (std::size_t i = 0; i < keys->elements; ++i) {
+      if (keys->element[i]->type != REDIS_REPLY_STRING) continue;
+      if (auto name = IndexKeyCollection(ReplyText(keys->element[i]), prefix, buckets)) {
+        names->push_back(std::move(*name));
+      }
+    }
+  } while (cursor != "0");
+  return Status::Ok();
+}
+
 }  // namespace litetx::redis

@@ -85,6 +85,16 @@ Result<std::vector<std::string>> MergeIndexReplies(const std::vector<Reply>& rep
 Status AddScannedDocuments(const std::vector<Reply>& replies, const std::vector<std::string>& ids,
                            std::string_view collection, const std::string& what, ScanPage* page);
 
+// ListCollections: the collection named by `key` if it is a bucket index key under `prefix`
+// ("<prefix>{<collection>:<b>}i" with b < buckets and a non-empty collection), else nullopt.
+std::optional<std::string> IndexKeyCollection(std::string_view key, std::string_view prefix,
+                                              std::size_t buckets);
+// The SCAN pattern matching every bucket index key under `prefix` (glob characters escaped).
+std::string IndexKeyPattern(std::string_view prefix);
+// ListCollections: the page of `names` (sorted, distinct) after `cursor`.
+CollectionPage PageOfNames(const std::vector<std::string>& names, std::string_view cursor,
+                           std::size_t limit);
+
 // ---------------------------------------------------------------------------------------------
 // Error replies
 
@@ -221,5 +231,11 @@ Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call
 Status WriteErrorStatus(ScriptId id, const ErrorReply& e, const std::string& what);
 
 timeval ToTimeval(std::chrono::milliseconds ms);
+
+// ListCollections on one node: runs SCAN 0 MATCH IndexKeyPattern(prefix) COUNT 1000 until the
+// cursor comes back to 0 on `conn`, adding each index key's collection to `names` (unsorted,
+// possibly repeated). kUnavailable on an I/O failure or an error reply.
+Status ScanCollectionNames(Conn& conn, std::string_view prefix, std::size_t buckets,
+                           const std::string& what, std::vector<std::string>* names);
 
 }  // namespace litetx::redis

@@ -218,4 +218,25 @@ Result<ScanPage> RedisStore::Scan(std::string_view collection, std::string_view 
   return Status::Unavailable("redis: scan: out of memory");
 }
 
+Result<CollectionPage> RedisStore::ListCollections(std::string_view cursor,
+                                                   std::size_t limit) try {
+  if (limit == 0) {
+    return Status::InvalidArgument("redis: list collections: limit must be positive");
+  }
+  const RedisOptions& o = impl_->options;
+  const std::string what = "redis: list collections";
+  Conn conn(impl_->pool.get());
+  if (Status s = conn.Open(); !s.ok()) return Status(s.code(), what + ": " + s.message());
+  std::vector<std::string> names;
+  if (Status s = ScanCollectionNames(conn, o.prefix, o.buckets, what, &names); !s.ok()) {
+    conn.MarkBroken();
+    return s;
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return PageOfNames(names, cursor, limit);
+} catch (const std::bad_alloc&) {
+  return Status::Unavailable("redis: list collections: out of memory");
+}
+
 }  // namespace litetx

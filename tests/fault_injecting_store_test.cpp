@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,6 +146,7 @@ TEST(FaultInjectingStoreTest, StoreOpNamesAreLowerCase) {
   EXPECT_STREQ(litetx::StoreOpName(StoreOp::kReplace), "replace");
   EXPECT_STREQ(litetx::StoreOpName(StoreOp::kErase), "erase");
   EXPECT_STREQ(litetx::StoreOpName(StoreOp::kScan), "scan");
+  EXPECT_STREQ(litetx::StoreOpName(StoreOp::kListCollections), "list_collections");
 }
 
 // ---- determinism ------------------------------------------------------------------------------
@@ -287,6 +289,30 @@ TEST(FaultInjectingStoreTest, RuleLostReplyOnReadIsIgnored) {
   EXPECT_EQ(rig.store.lost_replies(), 0u);
   EXPECT_EQ(rig.store.Create(K("b"), Body(1)).code(), Code::kUnknown);
   EXPECT_EQ(rig.store.lost_replies(), 1u);
+}
+
+TEST(FaultInjectingStoreTest, ListCollectionsIsAReadTheRuleCanFailTransiently) {
+  std::vector<std::pair<StoreOp, Key>> seen;
+  std::mutex mu;
+  Rig rig(WithRule([&](StoreOp op, const Key& key, std::uint64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.emplace_back(op, key);
+    if (op == StoreOp::kListCollections) {
+      return seen.size() == 1 ? Fault::kTransient : Fault::kLostReply;
+    }
+    return Fault::kNone;
+  }));
+  rig.Seed(K("a"), 1);  // straight into the target: not a call of the rule
+  auto failed = rig.store.ListCollections("", 10);  // call 1: transient
+  EXPECT_EQ(failed.code(), Code::kUnavailable);
+  EXPECT_EQ(rig.store.transient_faults(), 1u);
+  auto listed = rig.store.ListCollections("", 10);  // call 2: a lost reply is ignored on reads
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->names, std::vector<std::string>{K("a").collection});
+  EXPECT_EQ(rig.store.lost_replies(), 0u);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].first, StoreOp::kListCollections);
+  EXPECT_EQ(seen[0].second, (Key{"", ""}));
 }
 
 // ---- crashes (kThrow) -------------------------------------------------------------------------

@@ -263,6 +263,113 @@ TEST_P(StoreContractTest, ScanSeesWritesBetweenPagesOfUnvisitedRange) {
   EXPECT_EQ(rest, (std::vector<std::string>{"d"}));
 }
 
+// Lists every collection name with page size `limit`, checking every page's shape.
+std::vector<std::string> ListPaged(litetx::Store& s, std::size_t limit, int* pages = nullptr) {
+  std::vector<std::string> out;
+  std::string cursor;
+  int n = 0;
+  for (;;) {
+    auto p = s.ListCollections(cursor, limit);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) break;
+    ++n;
+    EXPECT_LE(p->names.size(), limit) << "page over the limit";
+    EXPECT_TRUE(std::is_sorted(p->names.begin(), p->names.end())) << "page not in order";
+    if (!p->names.empty() && !out.empty()) {
+      EXPECT_LT(out.back(), p->names.front()) << "pages overlap";
+    }
+    for (auto& name : p->names) out.push_back(std::move(name));
+    if (p->next_cursor.empty()) break;
+    if (n > 10000) {
+      ADD_FAILURE() << "listing does not end";
+      break;
+    }
+    cursor = p->next_cursor;
+  }
+  if (pages != nullptr) *pages = n;
+  return out;
+}
+
+TEST_P(StoreContractTest, ListCollectionsOfEmptyStoreIsEmpty) {
+  auto p = store().ListCollections("", 10);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->names.empty());
+  EXPECT_TRUE(p->next_cursor.empty());
+  auto q = store().ListCollections("zzz", 1);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(q->names.empty());
+  EXPECT_TRUE(q->next_cursor.empty());
+}
+
+TEST_P(StoreContractTest, ListCollectionsNamesEachCollectionOnceInByteOrder) {
+  // Prefixes of one another, a ':' (part of some backends' key syntax), upper case, UTF-8,
+  // the engine's own prefix; several documents each (ids that look like key syntax too).
+  std::vector<std::string> names = {"c",  "c0",    "cc",  "C",          "b", "c:1",
+                                    "d.e", "__litetx.txn", "\xC3\xA9t\xC3\xA9", "a b"};
+  for (const std::string& name : names) {
+    for (const char* id : {"1", "x}i", "{c:0}i", "z"}) {
+      ASSERT_TRUE(store().Create(Key{name, id}, Body(1)).ok()) << name << "/" << id;
+    }
+  }
+  std::vector<std::string> want = names;
+  std::sort(want.begin(), want.end());  // byte-wise
+  EXPECT_EQ(ListPaged(store(), 100), want);
+  // A cursor need not be a listed name: the listing continues after it.
+  auto p = store().ListCollections("c/", 100);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::vector<std::string> after;
+  for (const auto& n : want) {
+    if (n > "c/") after.push_back(n);
+  }
+  EXPECT_EQ(p->names, after);
+  EXPECT_TRUE(p->next_cursor.empty());
+}
+
+TEST_P(StoreContractTest, ListCollectionsPagesWithLimitOne) {
+  std::vector<std::string> want = {"alpha", "beta", "beta0", "gamma"};
+  for (const std::string& name : want) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(store().Create(Key{name, "id" + std::to_string(i)}, Body(i)).ok());
+    }
+  }
+  for (std::size_t limit : {1u, 2u, 3u, 4u, 5u}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    int pages = 0;
+    EXPECT_EQ(ListPaged(store(), limit, &pages), want);
+    EXPECT_GE(pages, static_cast<int>((want.size() + limit - 1) / limit));
+    EXPECT_LE(pages, static_cast<int>(want.size() / limit + 1));
+  }
+  auto first = store().ListCollections("", 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->names, std::vector<std::string>{"alpha"});
+  EXPECT_EQ(first->next_cursor, "alpha");
+}
+
+TEST_P(StoreContractTest, ListCollectionsDropsACollectionOnceItsDocumentsAreErased) {
+  std::map<std::string, Revision> revs;
+  for (const char* id : {"a", "b", "c"}) {
+    auto r = store().Create(Key{"going", id}, Body(1));
+    ASSERT_TRUE(r.ok());
+    revs[id] = *r;
+  }
+  ASSERT_TRUE(store().Create(Key{"staying", "a"}, Body(1)).ok());
+  EXPECT_EQ(ListPaged(store(), 10), (std::vector<std::string>{"going", "staying"}));
+  ASSERT_TRUE(store().Erase(Key{"going", "a"}, revs["a"]).ok());
+  ASSERT_TRUE(store().Erase(Key{"going", "b"}, revs["b"]).ok());
+  EXPECT_EQ(ListPaged(store(), 10), (std::vector<std::string>{"going", "staying"}))
+      << "a collection with one document left is listed";
+  ASSERT_TRUE(store().Erase(Key{"going", "c"}, revs["c"]).ok());
+  EXPECT_EQ(ListPaged(store(), 10), std::vector<std::string>{"staying"})
+      << "a collection whose documents were all erased is not listed";
+}
+
+TEST_P(StoreContractTest, ListCollectionsWithZeroLimitIsRefused) {
+  ASSERT_TRUE(store().Create(Key{"c", "a"}, Body(1)).ok());
+  auto p = store().ListCollections("", 0);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), litetx::Code::kInvalidArgument) << p.status().ToString();
+}
+
 TEST_P(StoreContractTest, ConcurrentCompareAndSwapIncrementsLoseNoUpdate) {
   Key k{"c", "counter"};
   ASSERT_TRUE(store().Create(k, json::object{{"n", 0}}).ok());

@@ -49,6 +49,7 @@ TEST(CountingStoreTest, CountsEveryCallWhateverItsOutcome) {
   EXPECT_EQ(s.Replace({"c", "k"}, *r + 999, {{"x", 2}}).code(), litetx::Code::kConflict);
   ASSERT_TRUE(s.Get({"c", "k"}).ok());
   ASSERT_TRUE(s.Scan("c", "", 5).ok());
+  ASSERT_TRUE(s.ListCollections("", 0).code() == litetx::Code::kInvalidArgument);
   EXPECT_EQ(s.Erase({"c", "nope"}, 1).code(), litetx::Code::kConflict);
   auto c = s.counts();
   EXPECT_EQ(c.creates, 2u);
@@ -56,10 +57,12 @@ TEST(CountingStoreTest, CountsEveryCallWhateverItsOutcome) {
   EXPECT_EQ(c.erases, 1u);
   EXPECT_EQ(c.gets, 1u);
   EXPECT_EQ(c.scans, 1u);
+  EXPECT_EQ(c.list_collections, 1u);
   EXPECT_EQ(c.writes(), 4u);
   s.Reset();
   EXPECT_EQ(s.counts().writes(), 0u);
   EXPECT_EQ(s.counts().gets, 0u);
+  EXPECT_EQ(s.counts().list_collections, 0u);
 }
 
 }  // namespace

@@ -170,5 +170,6 @@ void AddInspect(CLI::App& app, Context& ctx);  // cmd_inspect.cpp: get, scan, tx
 void AddGc(CLI::App& app, Context& ctx);       // cmd_gc.cpp
 void AddDemo(CLI::App& app, Context& ctx);     // cmd_demo.cpp
 void AddBench(CLI::App& app, Context& ctx);    // cmd_bench.cpp
+void AddCollections(CLI::App& app, Context& ctx);  // cmd_collections.cpp: list, count, drop
 
 }  // namespace litetx::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   AddGc(app, ctx);
   AddDemo(app, ctx);
   AddBench(app, ctx);
+  AddCollections(app, ctx);
   AddDocgen(app, &ctx.run);  // last: it describes the commands above
   try {
     app.parse(argc, argv);

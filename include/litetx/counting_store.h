@@ -19,6 +19,7 @@ struct StoreCounts {
   std::uint64_t replaces = 0;
   std::uint64_t erases = 0;
   std::uint64_t scans = 0;
+  std::uint64_t list_collections = 0;
   // creates + replaces + erases.
   std::uint64_t writes() const { return creates + replaces + erases; }
 };
@@ -49,10 +50,15 @@ class CountingStore final : public ForwardingStore {
     scans_.fetch_add(1, std::memory_order_relaxed);
     return ForwardingStore::Scan(collection, cursor, limit);
   }
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override {
+    list_collections_.fetch_add(1, std::memory_order_relaxed);
+    return ForwardingStore::ListCollections(cursor, limit);
+  }
 
   // A snapshot of the counters (each read atomically; not one atomic snapshot of all).
   StoreCounts counts() const {
-    return {gets_.load(), creates_.load(), replaces_.load(), erases_.load(), scans_.load()};
+    return {gets_.load(),    creates_.load(), replaces_.load(),
+            erases_.load(),  scans_.load(),   list_collections_.load()};
   }
   void Reset() {
     gets_ = 0;
@@ -60,10 +66,12 @@ class CountingStore final : public ForwardingStore {
     replaces_ = 0;
     erases_ = 0;
     scans_ = 0;
+    list_collections_ = 0;
   }
 
  private:
-  std::atomic<std::uint64_t> gets_{0}, creates_{0}, replaces_{0}, erases_{0}, scans_{0};
+  std::atomic<std::uint64_t> gets_{0}, creates_{0}, replaces_{0}, erases_{0}, scans_{0},
+      list_collections_{0};
 };
 
 }  // namespace litetx

@@ -32,6 +32,9 @@ class ForwardingStore : public Store {
                         std::size_t limit) override {
     return target_->Scan(collection, cursor, limit);
   }
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override {
+    return target_->ListCollections(cursor, limit);
+  }
 
   Store& target() { return *target_; }
 

@@ -128,6 +128,9 @@ class LmdbStore final : public Store {
   // page cannot be decoded; kUnavailable on an LMDB failure.
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override;
+  // One read transaction; from each collection it seeks past the collection's last possible
+  // key to the next one, so the cost grows with the collections listed, not their documents.
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
 
   // Forces everything committed so far to disk (mdb_env_sync with force): after OK, the
   // kNoSync and kNoMetaSync modes have the guarantee of kDurable for earlier writes.

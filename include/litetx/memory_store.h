@@ -33,6 +33,7 @@ class MemoryStore final : public Store {
   Status Erase(const Key& key, Revision expected) override;
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override;
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
 
   // Number of documents held (all collections). For tests.
   std::size_t Size() const;

@@ -118,6 +118,10 @@ class RedisClusterStore final : public Store {
   // merged in id order, then the page's documents the same way. Not a snapshot.
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override;
+  // RedisStore's SCAN on every master of the current slot map, the names merged, deduplicated
+  // and sorted. O(keys in the cluster) per call: an administrative operation. kUnavailable if
+  // a master cannot be read.
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
 
   // CRC16 (XMODEM) of the key's hash tag (or the whole key) modulo 16384, as Redis computes it.
   static int SlotOf(std::string_view key);

@@ -116,6 +116,10 @@ class RedisStore final : public Store {
   // in between is skipped). Not a snapshot; each document is read atomically.
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override;
+  // SCAN ... MATCH over the whole database for the bucket index keys under the prefix (a
+  // collection exists while one of its buckets' indexes does), then sorted and paged here.
+  // O(keys in the database) per call whatever `limit` is: an administrative operation.
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
 
   // The bucket of `id` with `buckets` buckets (FNV-1a 64 modulo buckets). Part of the format.
   static std::size_t BucketOf(std::string_view id, std::size_t buckets);

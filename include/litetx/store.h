@@ -61,6 +61,13 @@ struct ScanPage {
   std::string next_cursor;
 };
 
+// One page of a collection listing, in ascending byte order of the names.
+struct CollectionPage {
+  std::vector<std::string> names;
+  // Pass back to ListCollections to continue; empty when the listing is complete.
+  std::string next_cursor;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -88,6 +95,24 @@ class Store {
   // atomically. Returns kUnavailable / kCorruption on failure.
   virtual Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                                 std::size_t limit) = 0;
+
+  // Lists the names of the collections that hold at least one document, in ascending byte
+  // order, at most `limit` of them, starting after `cursor` (empty: from the start; any string
+  // may be given, not only a listed name). A collection whose documents were all erased is not
+  // listed: collections exist only through their documents. The empty name (which the engine
+  // never uses) is not listed. The engine's own collections ("__litetx" prefix) are listed like
+  // any other. Not a snapshot: collections created or emptied meanwhile may or may not appear.
+  // Returns the page, or kInvalidArgument (limit is 0), kUnavailable / kCorruption on failure,
+  // as Scan. An administrative call: the engine itself never makes it. Cost of one call on the
+  // shipped stores:
+  //   MemoryStore        one ordered seek per collection per shard (16 shards), each shard
+  //                      locked in turn; documents are not visited.
+  //   LmdbStore          one read transaction, one seek per listed collection (it skips from
+  //                      one collection to the next without reading their documents).
+  //   RedisStore         SCAN over the whole keyspace of the database (O(keys), in steps of
+  //                      COUNT 1000, never blocking the server for long), whatever `limit` is.
+  //   RedisClusterStore  the same SCAN on every master.
+  virtual Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) = 0;
 };
 
 }  // namespace litetx
