@@ -14,6 +14,7 @@ packages=(
   libhiredis-dev          # the Redis store (client library)
   redis-server            # the Redis store's tests start their own server
   doxygen                 # the API reference (the `docs` target)
+  spin                    # checks the protocol model (model/, its ctest)
 )
 
 missing=()
