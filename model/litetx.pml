@@ -11,7 +11,6 @@
  * Each store call is one atomic step on one document or record. Revisions are per key and never
  * reused (the counter survives an erase).
  *
- * Scope is set with -D: MAXCRASH, MAXLOST, MAXEXP, MAXEXT, MAXRUNS, READS (see check.sh).
  * Scope, mutation and properties are set from the environment (see below and check.sh).
  */
 
