@@ -15,6 +15,7 @@ packages=(
   redis-server            # the Redis store's tests start their own server
   doxygen                 # the API reference (the `docs` target)
   groff-base              # checks the generated manual page (groff)
+  spin                    # checks the protocol model (model/, its ctest)
 )
 
 missing=()

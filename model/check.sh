@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Checks the Promela model of the commit protocol (model/litetx.pml) with Spin.
+#
+#   check.sh build DIR
+#       Generates the verifier (spin -a) and compiles it (pan) into DIR; the runs below use it.
+#   check.sh verify SECONDS SEEDS [VAR=value...]
+#       Bitstate search with randomised transition order, one run of SECONDS per seed
+#       (1..SEEDS). Fails if any run reports an error, and prints the error trail.
+#   check.sh mutant PROPERTY SECONDS [VAR=value...]
+#       The same search on a mutated model (LITETX_MUT=n names the mutation). Passes only if a run
+#       stops at an assertion naming PROPERTY (e.g. atomicity_ok); prints the start of the trail.
+#
+# VAR=value set the scope (LITETX_MAXCRASH, ...; see litetx.pml). LITETX_MODEL_BUILD names the
+# DIR of "build". Each run works in a fresh temporary directory, never in the source tree.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+model="$here/litetx.pml"
+spin="${SPIN:-spin}"
+cc="${CC:-cc}"
+mode="${1:?build, verify or mutant}"
+shift
+if [[ "$mode" == build ]]; then
+  dir="${1:?directory}"
+  mkdir -p "$dir"
+  cp "$model" "$dir/litetx.pml"
+  cd "$dir"
+  rm -f pan pan.c
+  "$spin" -a litetx.pml >spin.out 2>&1 || { cat spin.out; exit 2; }
+  # BITSTATE: a bit array instead of a state table; T_RAND/P_RAND: the order in which
+  # transitions and processes are tried depends on the seed (-RS), so runs with different seeds
+  # cover different parts of a space too large for one exhaustive search.
+  "$cc" -O2 -w -DSAFETY -DBITSTATE -DT_RAND -DP_RAND -o pan pan.c
+  echo "built $dir/pan"
+  exit 0
+fi
+if [[ "$mode" == mutant ]]; then
+  property="${1:?property}"
+  shift
+fi
+seconds="${1:?seconds}"
+shift
+seeds=1
+if [[ "$mode" == verify ]]; then
+  seeds="${1:?seeds}"
+  shift
+fi
+build="${LITETX_MODEL_BUILD:?LITETX_MODEL_BUILD: the directory of check.sh build}"
+[[ -x "$build/pan" ]] || { echo "no verifier in $build: run check.sh build first"; exit 2; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/litetx-model.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cp "$build/litetx.pml" "$work/litetx.pml"
+cd "$work"
+(( $# )) && export "$@"
+
+trail() {
+  "$build/pan" -r 2>&1 | grep -E "^ *[0-9]+:.*proc|violated" || true
+}
+
+found=0
+for ((seed = 1; seed <= seeds; seed++)); do
+  # SIGINT makes pan stop and print its statistics (and "errors: N") at the time limit.
+  set +e
+  # 2^28 bits (32 MiB), 3 hash functions per state.
+  timeout -s INT "$seconds" "$build/pan" -w28 -k3 -m20000 -RS"$seed" >pan.out 2>&1
+  set -e
+  errors="$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | tail -1)"
+  stored="$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out | tail -1)"
+  depth="$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out | tail -1)"
+  elapsed="$(sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' pan.out | tail -1)"
+  hashf="$(sed -n 's/^hash factor: \([0-9.e+]*\).*/\1/p' pan.out | tail -1)"
+  if [[ -z "$errors" ]]; then
+    cat pan.out
+    echo "check.sh: pan printed no result"
+    exit 2
+  fi
+  echo "seed $seed: errors $errors, states stored $stored, depth $depth, ${elapsed}s, hash factor $hashf"
+  if [[ "$errors" != 0 ]]; then
+    found=1
+    grep -m1 'assertion violated\|invalid end state\|error' pan.out || true
+    break
+  fi
+done
+
+if [[ "$mode" == verify ]]; then
+  if [[ "$found" == 1 ]]; then
+    echo "FAILED: the model has an error trail:"
+    trail
+    exit 1
+  fi
+  echo "OK: no error in $seeds runs"
+  exit 0
+fi
+
+if [[ "$found" == 0 ]]; then
+  echo "FAILED: the mutation was not caught (no error trail)"
+  exit 1
+fi
+if ! grep -q "assertion violated.*$property" pan.out; then
+  echo "FAILED: the mutation failed, but not on $property:"
+  grep -m3 'violated\|error' pan.out || true
+  trail | tail -40
+  exit 1
+fi
+echo "OK: caught by $property. Start of the trail:"
+trail | head -25

@@ -1,0 +1,1160 @@
+/*
+ * litetx.pml: a Promela model of the litetx commit protocol (docs/protocol.md), checked by Spin.
+ *
+ * Actors: coordinators T1 and T2 (engine/coordinator.cpp), collectors G1 and G2
+ * (gc/collector.cpp + engine/repair.cpp), one read-committed reader (engine/reads.cpp), and, once
+ * they have all stopped, a final healthy collector run in init (progress).
+ *
+ * Documents: A (live, a counter at 0) and B (absent).
+ *   T1: adjust A by +1, insert B (value 1).
+ *   T2: adjust A by +2, delete B.
+ * Each store call is one atomic step on one document or record. Revisions are per key and never
+ * reused (the counter survives an erase).
+ *
+ * Scope, mutation and properties are set from the environment (see below and check.sh).
+ */
+
+/* The scope and the mutation are read from the environment when the search starts (init), so
+ * that one compiled verifier serves every run: LITETX_MAXCRASH, LITETX_MAXLOST, LITETX_MAXEXP,
+ * LITETX_MAXEXT, LITETX_MAXRUNS, LITETX_READS, LITETX_MUT (a mutation number, M_* below) and
+ * LITETX_PROP (0: every property; n: only property n's assertions). */
+hidden byte maxcrash = 1, maxlost = 1, maxexp = 2, maxext = 1, maxruns = 1, reads = 3;
+hidden byte mut = 0, prop = 0;
+#define MAXCRASH maxcrash
+#define MAXLOST maxlost
+#define MAXEXP maxexp
+#define MAXEXT maxext
+#define MAXRUNS maxruns
+#define READS reads
+
+/* mutations: each breaks the protocol as a real bug would */
+#define M_SKIP_CLAIM 1          /* the collector reverses a stale pending record without claiming it */
+#define M_BLIND_FLIP 2          /* the commit flip is written without checking the record's revision */
+#define M_UNKNOWN_AS_FAIL 3     /* a lost flip reply that cannot be resolved is reported as a failure */
+#define M_GC_FINISHES_ABORTED 4 /* the collector finishes the documents of an aborted record */
+#define M_STALE_REAPPLY 5       /* after an apply conflict, the old value is written at the new revision */
+#define M_READER_NEW 6          /* the reader returns the held (new) image of a pending transaction */
+#define M_NO_FENCE 7            /* the collector reverses but does not fence */
+#define M_PURGE_NO_AGE 8        /* tombstones and placeholders are purged without the age check */
+#define M_GC_SKIPS_ABORTED 9    /* the collector leaves aborted records alone */
+
+#define NT 2
+#define ND 2
+#define DA 0
+#define DB 1
+#define MAXATT 2     /* attempts of a forward retry loop (Options::max_attempts, scaled down) */
+#define MAXRACE 2    /* apply conflicts before kConflict (kMaxRaces, scaled down) */
+
+/* properties */
+#define P_ATOM 1
+#define P_LOST 2
+#define P_READ 3
+#define P_FINAL 4
+#define P_RESUR 5
+#define P_PROG 6
+#define ON(p) (prop == 0 || prop == (p))
+
+/* document kinds (a worklist entry's prior) */
+#define K_ABSENT 0
+#define K_GONE 1
+#define K_DEL 2
+#define K_LIVE 3
+/* actions */
+#define OP_ADJ 1
+#define OP_INS 2
+#define OP_DEL 3
+#define OPOF(t, d) ((d) == DA -> OP_ADJ : ((t) == 1 -> OP_INS : OP_DEL))
+/* record states */
+#define S_PEND 1
+#define S_COMM 2
+#define S_ABRT 3
+#define BY_COORD 1
+#define BY_OTHER 2
+/* store call results (and what callers make of them) */
+#define R_OK 1
+#define R_UNK 2
+#define R_CONF 3
+#define R_DONE 4
+#define R_WAIT 5
+#define R_FAIL 6
+/* what a coordinator reports to its caller */
+#define REP_OK 1
+#define REP_FAIL 2
+#define REP_UNK 3
+
+#define WBIT(t) (1 << ((t) - 1))
+#define R(t) rec[(t) - 1]
+#define COM(t) (fin[(t) - 1] == S_COMM)
+#define COMBITS ((COM(1) -> 1 : 0) + (COM(2) -> 2 : 0))
+
+typedef Doc {
+  bit ex;       /* present in the store */
+  byte rev;     /* store revision (per key, never reused) */
+  byte tx;      /* _ltx.tx: holding transaction (0: none) */
+  bit dlg;      /* _ltx.dlg */
+  bit del;      /* _ltx.del: tombstone */
+  bit gone;     /* _ltx.gone: placeholder */
+  byte val;     /* the user value */
+  byte uo;      /* _ltx.u of a hold: the action, */
+  byte uk;      /* the prior kind, */
+  byte uv;      /* the prior value */
+  bit stamped;  /* _ltx.at set (tombstone or placeholder) */
+  byte sw;      /* ghost: coordinators that pre-read before the stamp and may still write */
+};
+
+typedef Rec {
+  bit ex;
+  byte rev;
+  byte st;      /* pending, committed, aborted */
+  bit done;     /* outcome marker (worklist emptied) */
+  byte by;
+  byte gen;     /* the coordinator's record writes (gc_at, worklist): identifies its bytes */
+  bit exp;      /* time: the collector's clock has passed gc_at */
+  bit wx[ND];   /* worklist entry per document: existed at the pre-read, */
+  byte wr[ND];  /* its revision then ("rev"), */
+  byte wk[ND];  /* prior kind, */
+  byte wv[ND];  /* prior value */
+};
+
+Doc doc[ND];
+Rec rec[NT];
+byte win[ND];        /* ghost: coordinators whose apply on the document may still land */
+byte fin[NT];        /* ghost: the first outcome a record took (0: still pending) */
+byte rep[NT];        /* ghost: what each coordinator reported */
+byte crashes, lost, exps;
+bit final;           /* the final healthy collector run: no crashes, no lost replies */
+byte fsteps;         /* writes of the final run */
+
+hidden byte atomicity_ok, lost_update_ok, read_committed_ok, finality_ok, committed_kept_ok,
+           outcome_ok, no_resurrection_ok, progress_ok;
+
+/* ---- store-call helpers ---- */
+
+/* Inside the atomic step of a write: a crash right before it (bounded). */
+#define CRASHOPT (!final && crashes < MAXCRASH) -> crashes++; goto dead
+/* In the final run, a bound on the writes (a healthy collector must end). */
+#define FSTEP \
+  if \
+  :: final -> fsteps++; progress_ok = (fsteps < 40); assert(!ON(P_PROG) || progress_ok) \
+  :: else -> skip \
+  fi
+
+/* The reply of a write that landed: OK, or lost (the caller sees kUnknown). */
+inline LAND() {
+  if
+  :: res = R_OK
+  :: (!final && lost < MAXLOST) -> lost++; res = R_UNK
+  fi
+}
+
+/* A write request lost on its way: nothing lands, the caller sees kUnknown. */
+#define LOSTREQ (!final && lost < MAXLOST) -> lost++; res = R_UNK
+
+inline STAMP(d) {
+  doc[d].stamped = 1;
+  doc[d].sw = win[d]
+}
+
+/* Time: a record's gc_at may pass at any moment (bounded). */
+inline maybe_expire(h) {
+  if
+  :: (R(h).ex && !R(h).done && !R(h).exp && exps < MAXEXP) -> R(h).exp = 1; exps++
+  :: true -> skip
+  fi
+}
+
+/* A record write: the state it leaves the record in (claim finality, §6.4). */
+inline REC_STATE(t, s) {
+  finality_ok = (fin[(t) - 1] == 0 || fin[(t) - 1] == (s));
+  assert(!ON(P_FINAL) || finality_ok);
+  if
+  :: (s) != S_PEND -> fin[(t) - 1] = (s)
+  :: else -> skip
+  fi
+}
+
+/* worklist.cpp Finished: the reference cleared; a pending delete becomes a tombstone. */
+inline do_finish(d) {
+  doc[d].tx = 0; doc[d].uo = 0; doc[d].uk = 0; doc[d].uv = 0;
+  if
+  :: doc[d].dlg -> doc[d].dlg = 0; doc[d].del = 1; doc[d].val = 0; STAMP(d)
+  :: else -> skip
+  fi
+}
+
+/* worklist.cpp Reversed: restore the prior values; an insert becomes a placeholder (or a
+ * tombstone if it was one); a delete loses dlg. */
+inline do_reverse(d, op, pk, pv) {
+  doc[d].tx = 0; doc[d].uo = 0; doc[d].uk = 0; doc[d].uv = 0;
+  if
+  :: (op) == OP_ADJ -> doc[d].val = (pv)
+  :: (op) == OP_INS ->
+     doc[d].val = 0;
+     if
+     :: (pk) == K_DEL -> doc[d].del = 1; doc[d].gone = 0
+     :: else -> doc[d].gone = 1; doc[d].del = 0
+     fi;
+     STAMP(d)
+  :: (op) == OP_DEL -> doc[d].dlg = 0
+  fi
+}
+
+/* ---- settling a held document (engine/repair.cpp) ----
+ * SettleHeld and ReverseDocument loop "read the document, decide, CAS at the revision read,
+ * then read again". The read and the CAS are merged into one atomic step: had anything written
+ * the document in between, the CAS would fail and the loop read again, which is the merged step
+ * taken after that write; a crash in between is a crash before the read. */
+
+/* FinishDocument(key, h) */
+inline settle_finish(d, h) {
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (doc[d].ex && doc[d].tx == (h)) -> do_finish(d); doc[d].rev++; LAND()
+          :: else -> res = R_DONE
+          fi
+       fi
+     }
+     if
+     :: res == R_DONE -> break
+     :: else -> skip
+     fi
+  od
+}
+
+/* UndoDanglingHold(key, h): reverse from the hold's own undo data. */
+inline undo_dangling(d, h) {
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (doc[d].ex && doc[d].tx == (h)) ->
+             do_reverse(d, doc[d].uo, doc[d].uk, doc[d].uv); doc[d].rev++; LAND()
+          :: else -> res = R_DONE
+          fi
+       fi
+     }
+     if
+     :: res == R_DONE -> break
+     :: else -> skip
+     fi
+  od
+}
+
+/* ReverseDocument(work, h): reverse if held by h, else fence (§6.3). */
+inline reverse_document(d, h, wx, wr, wk, wv) {
+  rd_fenced = 0;
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (!doc[d].ex && ((wx) || rd_fenced)) -> res = R_DONE
+          :: (!doc[d].ex && !(wx) && !rd_fenced) ->
+             if
+             :: mut == M_NO_FENCE -> res = R_DONE
+             :: else ->
+             /* take the key first with a "gone" placeholder */
+             doc[d].ex = 1; doc[d].tx = 0; doc[d].dlg = 0; doc[d].del = 0; doc[d].gone = 1;
+             doc[d].val = 0; doc[d].uo = 0; doc[d].uk = 0; doc[d].uv = 0; STAMP(d);
+             doc[d].rev++; LAND();
+             if
+             :: res == R_OK -> rd_fenced = 1
+             :: else -> skip
+             fi
+             fi
+          :: (doc[d].ex && doc[d].tx == (h)) ->
+             do_reverse(d, OPOF(h, d), (wk), (wv)); doc[d].rev++; LAND()
+          :: (doc[d].ex && doc[d].tx != (h) && (wx) && doc[d].rev == (wr) && !rd_fenced) ->
+             if
+             :: mut == M_NO_FENCE -> res = R_DONE
+             :: else ->
+             /* still as the coordinator read it: rewrite it unchanged */
+             doc[d].rev++; LAND();
+             if
+             :: res == R_OK -> rd_fenced = 1
+             :: else -> skip
+             fi
+             fi
+          :: else -> res = R_DONE
+          fi
+       fi
+     }
+     if
+     :: res == R_DONE -> break
+     :: else -> skip
+     fi
+  od
+}
+
+/* RepairTransaction(h): the collector's settling of one record; also used on the spot. */
+inline repair(h) {
+  do
+  :: atomic {
+       rp_ex = R(h).ex; rp_rev = R(h).rev; rp_st = R(h).st; rp_done = R(h).done;
+       maybe_expire(h);
+       rp_exp = R(h).exp;
+       rp_i = 0;
+       do
+       :: rp_i < ND ->
+          rp_wx[rp_i] = R(h).wx[rp_i]; rp_wr[rp_i] = R(h).wr[rp_i];
+          rp_wk[rp_i] = R(h).wk[rp_i]; rp_wv[rp_i] = R(h).wv[rp_i]; rp_i++
+       :: else -> break
+       od
+     }
+     if
+     :: !rp_ex -> break
+     :: (rp_ex && rp_done) ->
+        if
+        :: true -> break   /* outcome_retention not yet passed */
+        :: true ->         /* passed: erase the marker */
+           atomic {
+             if
+             :: CRASHOPT
+             :: LOSTREQ
+             :: true -> FSTEP;
+                if
+                :: (R(h).ex && R(h).rev == rp_rev) -> R(h).ex = 0; R(h).rev++; LAND()
+                :: else -> res = R_CONF
+                fi
+             fi
+           }
+           if
+           :: res == R_OK -> break
+           :: else -> skip
+           fi
+        fi
+     :: (rp_ex && !rp_done && !rp_exp) -> break   /* not stale */
+     :: (rp_ex && !rp_done && rp_exp && mut == M_GC_SKIPS_ABORTED && rp_st == S_ABRT) -> break
+     :: (rp_ex && !rp_done && rp_exp && !(mut == M_GC_SKIPS_ABORTED && rp_st == S_ABRT)) ->
+        if
+        :: rp_st == S_PEND ->
+           if
+           :: mut == M_SKIP_CLAIM -> rp_st = S_ABRT; res = R_OK
+           :: else ->
+           atomic {
+             if
+             :: CRASHOPT
+             :: LOSTREQ
+             :: true -> FSTEP;
+                if
+                :: (R(h).ex && R(h).rev == rp_rev) ->
+                   R(h).st = S_ABRT; R(h).by = BY_OTHER; REC_STATE(h, S_ABRT);
+                   R(h).rev++; rp_rev = R(h).rev; LAND()
+                :: else -> res = R_CONF
+                fi
+             fi
+           };
+           if
+           :: res == R_OK -> rp_st = S_ABRT
+           :: else -> skip
+           fi
+           fi
+        :: else -> res = R_OK
+        fi;
+        if
+        :: res != R_OK -> skip   /* read the record again */
+        :: else ->
+           rp_i = 0; rp_moved = 0;
+           do
+           :: rp_i < ND ->
+              atomic {
+                if
+                :: !R(h).ex -> rp_moved = 2
+                :: (R(h).ex && R(h).rev != rp_rev) -> rp_moved = 1
+                :: else -> skip
+                fi
+              }
+              if
+              :: rp_moved != 0 -> break
+              :: else -> skip
+              fi;
+              if
+              :: (rp_st == S_COMM || mut == M_GC_FINISHES_ABORTED) -> settle_finish(rp_i, h)
+              :: else -> reverse_document(rp_i, h, rp_wx[rp_i], rp_wr[rp_i], rp_wk[rp_i], rp_wv[rp_i])
+              fi;
+              rp_i++
+           :: else -> break
+           od;
+           if
+           :: rp_moved == 2 -> break
+           :: rp_moved == 1 -> skip
+           :: else ->
+              atomic {
+                if
+                :: CRASHOPT
+                :: LOSTREQ
+                :: true -> FSTEP;
+                   if
+                   :: (R(h).ex && R(h).rev == rp_rev) ->
+                      R(h).done = 1; REC_STATE(h, rp_st); R(h).rev++; LAND()
+                   :: else -> res = R_CONF
+                   fi
+                fi
+              };
+              if
+              :: res == R_OK -> break
+              :: else -> skip
+              fi
+           fi
+        fi
+     fi
+  od
+}
+
+#define REPAIR_LOCALS \
+  byte res; \
+  bit rp_ex, rp_done, rp_exp, rd_fenced; \
+  byte rp_rev, rp_st, rp_i, rp_moved; \
+  bit rp_wx[ND]; byte rp_wr[ND]; byte rp_wk[ND]; byte rp_wv[ND]
+
+/* ---- the coordinator (engine/coordinator.cpp CommitRun) ---- */
+
+/* Read the document into c_* (and open the apply window on it). */
+inline read_doc(d) {
+  atomic {
+    c_ex = doc[d].ex; c_rev = doc[d].rev; c_tx = doc[d].tx; c_val = doc[d].val;
+    c_kind = (!doc[d].ex -> K_ABSENT : (doc[d].gone -> K_GONE : (doc[d].del -> K_DEL : K_LIVE)));
+    win[d] = win[d] | WBIT(me)
+  }
+}
+
+/* contention.cpp AwaitFree + LookAtHolder: res = R_OK (c_* is the free document) or R_CONF
+ * (kBusy). */
+inline await_free(d) {
+  do
+  :: read_doc(d);
+     if
+     :: (c_ex && c_tx != 0 && c_tx != me) ->
+        h = c_tx;
+        atomic {
+          h_ex = R(h).ex; h_done = R(h).done; h_st = R(h).st;
+          h_wx = R(h).wx[d]; h_wr = R(h).wr[d]; h_wk = R(h).wk[d]; h_wv = R(h).wv[d];
+          maybe_expire(h);
+          h_exp = R(h).exp
+        };
+        if
+        :: (!h_ex || h_done) -> undo_dangling(d, h)
+        :: (h_ex && !h_done && h_st == S_COMM) -> settle_finish(d, h)
+        :: (h_ex && !h_done && h_st == S_ABRT) -> reverse_document(d, h, h_wx, h_wr, h_wk, h_wv)
+        :: (h_ex && !h_done && h_st == S_PEND && h_exp) -> repair(h)
+        :: (h_ex && !h_done && h_st == S_PEND && !h_exp) ->
+           if
+           :: skip          /* wait (busy_backoff) and look again */
+           :: res = R_CONF; break   /* busy_timeout: kBusy */
+           fi
+        fi
+     :: else -> res = R_OK; break
+     fi
+  od
+}
+
+/* worklist.cpp Prepare: the precondition and the reversing data. res = R_OK or R_FAIL. */
+inline prepare(d) {
+  if
+  :: (OPOF(me, d) == OP_INS && c_kind != K_LIVE) -> res = R_OK
+  :: (OPOF(me, d) != OP_INS && c_kind == K_LIVE) -> res = R_OK
+  :: else -> res = R_FAIL   /* kConflict (exists) / kNotFound / kDeleted */
+  fi;
+  if
+  :: res == R_OK ->
+     if
+     :: (mut == M_STALE_REAPPLY && s_prepared[d]) -> skip   /* a retry keeps the old value */
+     :: else -> s_pk[d] = c_kind; s_pv[d] = c_val
+     fi;
+     s_prepared[d] = 1; s_ex[d] = c_ex; s_rrev[d] = c_rev
+  :: else -> skip
+  fi
+}
+
+/* The held image of this coordinator's action on d. */
+inline set_held(d) {
+  doc[d].ex = 1; doc[d].tx = me; doc[d].uo = OPOF(me, d); doc[d].uk = s_pk[d];
+  doc[d].uv = s_pv[d]; doc[d].stamped = 0; doc[d].sw = 0;
+  doc[d].dlg = 0; doc[d].del = 0; doc[d].gone = 0;
+  if
+  :: OPOF(me, d) == OP_ADJ ->
+     /* no lost update: the adjust applies to the value it overwrites */
+     lost_update_ok = (doc[d].val == s_pv[d]);
+     assert(!ON(P_LOST) || lost_update_ok);
+     doc[d].val = s_pv[d] + me
+  :: OPOF(me, d) == OP_INS -> doc[d].val = 1
+  :: OPOF(me, d) == OP_DEL -> doc[d].dlg = 1; doc[d].val = s_pv[d]
+  fi
+}
+
+/* ReplaceRecord (UpdateRecord): a pending -> pending write of the record: a lease extension
+ * (kind 0) or the worklist entry of d after a reacquire (kind 1). res = R_OK, R_CONF (kAborted:
+ * someone else wrote the record) or R_FAIL (kUnavailable). */
+inline update_record(kind, d) {
+  att = 0;
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (R(me).ex && R(me).rev == myrev) ->
+             REC_STATE(me, S_PEND);
+             R(me).gen = mygen + 1;
+             if
+             :: kind == 0 -> R(me).exp = 0
+             :: else ->
+                R(me).wx[d] = s_ex[d]; R(me).wr[d] = s_rrev[d];
+                R(me).wk[d] = s_pk[d]; R(me).wv[d] = s_pv[d]
+             fi;
+             R(me).rev++; LAND();
+             if
+             :: res == R_OK -> myrev = R(me).rev; mygen++
+             :: else -> skip
+             fi
+          :: else -> res = R_CONF
+          fi
+       fi
+     };
+     if
+     :: res == R_OK -> break
+     :: else ->
+        if
+        :: res == R_UNK -> indoubt = 1
+        :: else -> skip
+        fi;
+        atomic { g_ex = R(me).ex; g_rev = R(me).rev; g_st = R(me).st; g_gen = R(me).gen; g_done = R(me).done };
+        if
+        :: !g_ex -> res = R_CONF; break
+        :: (g_ex && !g_done && g_st == S_PEND && g_gen == mygen + 1 && g_rev != myrev) ->
+           /* our write whose reply was lost landed */
+           myrev = g_rev; mygen++; indoubt = 0; res = R_OK; break
+        :: (g_ex && g_rev != myrev && !(!g_done && g_st == S_PEND && g_gen == mygen + 1)) ->
+           res = R_CONF; break
+        :: (g_ex && g_rev == myrev) ->
+           att++;
+           if
+           :: att >= MAXATT -> res = R_FAIL; break
+           :: else -> skip
+           fi
+        fi
+     fi
+  od
+}
+
+/* MarkDone: the outcome marker of state s, from the record as stored. */
+inline mark_done(s, bounded) {
+  att = 0;
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (R(me).ex && R(me).rev == myrev) ->
+             R(me).done = 1; REC_STATE(me, s); R(me).rev++; LAND()
+          :: else -> res = R_CONF
+          fi
+       fi
+     };
+     if
+     :: res == R_OK -> break
+     :: else ->
+        atomic { g_ex = R(me).ex; g_rev = R(me).rev; g_st = R(me).st; g_done = R(me).done };
+        if
+        :: (!g_ex || g_done || g_st != (s)) -> break
+        :: else -> myrev = g_rev
+        fi;
+        if
+        :: bounded -> att++
+        :: else -> skip
+        fi;
+        if
+        :: att >= MAXATT -> break
+        :: else -> skip
+        fi
+     fi
+  od
+}
+
+/* ReverseOne: reverse d if it still carries this transaction's reference. */
+inline reverse_one(d) {
+  ro_known = s_landed[d]; ro_rev = s_hrev[d];
+  do
+  :: if
+     :: !ro_known ->
+        atomic { c_ex = doc[d].ex; c_tx = doc[d].tx; c_rev = doc[d].rev };
+        if
+        :: (!c_ex || c_tx != me) -> break
+        :: else -> ro_rev = c_rev
+        fi
+     :: else -> skip
+     fi;
+     atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (doc[d].ex && doc[d].rev == ro_rev) ->
+             do_reverse(d, OPOF(me, d), s_pk[d], s_pv[d]); doc[d].rev++; LAND()
+          :: else -> res = R_CONF
+          fi
+       fi
+     };
+     ro_known = 0;
+     if
+     :: res == R_OK -> break
+     :: else -> skip
+     fi
+  od
+}
+
+/* The coordinator gives up its windows: it sends nothing more. */
+inline close_windows() {
+  atomic {
+    i = 0;
+    do
+    :: i < ND ->
+       win[i] = win[i] & (255 - WBIT(me)); doc[i].sw = doc[i].sw & (255 - WBIT(me)); i++
+    :: else -> break
+    od
+  }
+}
+
+proctype Coord(byte me) {
+  REPAIR_LOCALS;
+  byte d, i, h, att, races, nexts;
+  bit c_ex; byte c_rev, c_tx, c_kind, c_val;
+  bit h_ex, h_done, h_exp, h_wx; byte h_st, h_wr, h_wk, h_wv;
+  bit g_ex, g_done; byte g_rev, g_st, g_gen;
+  bit s_ex[ND], s_sent[ND], s_landed[ND], s_prepared[ND];
+  byte s_rrev[ND], s_pk[ND], s_pv[ND], s_hrev[ND];
+  byte myrev, mygen;
+  bit settled, found_comm, maybe, indoubt, ro_known, allf;
+  byte ro_rev;
+
+  /* 1. pre-read every document in action order */
+  d = 0;
+  do
+  :: d < ND ->
+     await_free(d);
+     if
+     :: res != R_OK -> rep[me - 1] = REP_FAIL; goto finish   /* kBusy */
+     :: else -> skip
+     fi;
+     prepare(d);
+     if
+     :: res != R_OK -> rep[me - 1] = REP_FAIL; goto finish   /* precondition */
+     :: else -> skip
+     fi;
+     d++
+  :: else -> break
+  od;
+
+  /* 2. record create */
+  atomic {
+    if
+    :: CRASHOPT
+    :: LOSTREQ
+    :: true -> FSTEP;
+       if
+       :: !R(me).ex ->
+          R(me).ex = 1; R(me).st = S_PEND; R(me).done = 0; R(me).by = 0; R(me).gen = 0;
+          R(me).exp = 0;
+          i = 0;
+          do
+          :: i < ND ->
+             R(me).wx[i] = s_ex[i]; R(me).wr[i] = s_rrev[i];
+             R(me).wk[i] = s_pk[i]; R(me).wv[i] = s_pv[i]; i++
+          :: else -> break
+          od;
+          R(me).rev++; LAND();
+          if
+          :: res == R_OK -> myrev = R(me).rev
+          :: else -> skip
+          fi
+       :: else -> res = R_CONF
+       fi
+    fi
+  };
+  if
+  :: res == R_OK -> skip
+  :: res == R_CONF -> rep[me - 1] = REP_FAIL; goto finish   /* id collision */
+  :: res == R_UNK ->
+     atomic { g_ex = R(me).ex; g_rev = R(me).rev; g_st = R(me).st; g_gen = R(me).gen;
+              g_done = R(me).done };
+     if
+     :: !g_ex -> rep[me - 1] = REP_FAIL; goto finish   /* never created again */
+     :: (g_ex && g_st == S_PEND && !g_done && g_gen == 0) -> myrev = g_rev   /* as sent */
+     :: else -> rep[me - 1] = REP_FAIL; goto finish   /* claimed meanwhile: kAborted */
+     fi
+  fi;
+
+  /* 3. apply every write in action order */
+  d = 0;
+  do
+  :: d < ND ->
+     /* 3a. lease extension */
+     if
+     :: nexts < MAXEXT ->
+        nexts++;
+        update_record(0, d);
+        if
+        :: res != R_OK -> goto rollback
+        :: else -> skip
+        fi
+     :: true -> skip
+     fi;
+     att = 0; races = 0;
+     do
+     :: atomic {
+          s_sent[d] = 1;
+          if
+          :: CRASHOPT
+          :: LOSTREQ
+          :: true -> FSTEP;
+             if
+             :: ((s_ex[d] && doc[d].ex && doc[d].rev == s_rrev[d]) || (!s_ex[d] && !doc[d].ex)) ->
+                /* no resurrection: no apply lands once the record is settled */
+                no_resurrection_ok = (R(me).ex && !R(me).done);
+                assert(!ON(P_RESUR) || no_resurrection_ok);
+                set_held(d); doc[d].rev++;
+                LAND();
+                if
+                :: res == R_OK ->
+                   /* known to have landed: nothing more will be sent for d */
+                   s_landed[d] = 1; s_hrev[d] = doc[d].rev; win[d] = win[d] & (255 - WBIT(me))
+                :: else -> skip
+                fi
+             :: else -> res = R_CONF
+             fi
+          fi
+        };
+        if
+        :: res == R_OK -> break
+        :: res == R_UNK ->
+           atomic { c_ex = doc[d].ex; c_tx = doc[d].tx; c_rev = doc[d].rev };
+           if
+           :: (c_ex && c_tx == me) ->
+              s_landed[d] = 1; s_hrev[d] = c_rev; win[d] = win[d] & (255 - WBIT(me)); break
+           :: ((s_ex[d] && c_ex && c_rev == s_rrev[d]) || (!s_ex[d] && !c_ex)) ->
+              att++;
+              if
+              :: att >= MAXATT -> goto rollback   /* kUnavailable */
+              :: else -> skip
+              fi
+           :: else -> res = R_CONF
+           fi
+        :: else -> skip
+        fi;
+        if
+        :: res == R_CONF ->
+           /* Reacquire: wait for the document, evaluate again, record the new entry */
+           races++;
+           if
+           :: races >= MAXRACE -> goto rollback   /* kConflict */
+           :: else -> skip
+           fi;
+           await_free(d);
+           if
+           :: res != R_OK -> goto rollback
+           :: else -> skip
+           fi;
+           if
+           :: (c_ex && c_tx == me) ->
+              s_landed[d] = 1; s_hrev[d] = c_rev; win[d] = win[d] & (255 - WBIT(me)); break
+           :: else -> skip
+           fi;
+           prepare(d);
+           if
+           :: res != R_OK -> goto rollback
+           :: else -> skip
+           fi;
+           update_record(1, d);
+           if
+           :: res != R_OK -> goto rollback
+           :: else -> skip
+           fi
+        :: else -> skip
+        fi
+     od;
+     d++
+  :: else -> break
+  od;
+
+  /* 5. commit flip: the commit point */
+  att = 0; maybe = 0;
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (R(me).ex && (R(me).rev == myrev || mut == M_BLIND_FLIP)) ->
+             R(me).st = S_COMM; REC_STATE(me, S_COMM); R(me).rev++; LAND();
+             if
+             :: res == R_OK -> myrev = R(me).rev
+             :: else -> skip
+             fi
+          :: else -> res = R_CONF
+          fi
+       fi
+     };
+     if
+     :: res == R_OK -> break
+     :: else ->
+        if
+        :: res == R_UNK -> maybe = 1
+        :: else -> skip
+        fi;
+        atomic { g_ex = R(me).ex; g_rev = R(me).rev; g_st = R(me).st; g_gen = R(me).gen;
+                 g_done = R(me).done };
+        if
+        :: (g_ex && g_st == S_COMM) -> myrev = g_rev; settled = g_done; break
+        :: (g_ex && g_st == S_ABRT) -> goto rollback   /* claimed: kAborted */
+        :: (g_ex && g_st == S_PEND && g_rev != myrev && indoubt && g_gen == mygen + 1) ->
+           myrev = g_rev; mygen++; indoubt = 0;   /* our lost extension landed: flip from it */
+           att++;
+           if
+           :: att >= MAXATT -> goto flip_failed
+           :: else -> skip
+           fi
+        :: (g_ex && g_st == S_PEND && g_rev != myrev && !(indoubt && g_gen == mygen + 1)) ->
+           goto flip_failed
+        :: (g_ex && g_st == S_PEND && g_rev == myrev) ->
+           att++;
+           if
+           :: att >= MAXATT -> goto flip_failed
+           :: else -> skip
+           fi
+        :: !g_ex ->
+           if
+           :: maybe -> goto flip_failed
+           :: else -> goto rollback   /* claimed and settled: kAborted */
+           fi
+        fi
+     fi
+  od;
+
+  /* 6. finish every document; 7. outcome marker */
+  allf = 1;
+  d = 0;
+  do
+  :: d < ND ->
+     ro_rev = s_hrev[d]; att = 0;
+     do
+     :: atomic {
+          if
+          :: CRASHOPT
+          :: LOSTREQ
+          :: true -> FSTEP;
+             if
+             :: (doc[d].ex && doc[d].rev == ro_rev) -> do_finish(d); doc[d].rev++; LAND()
+             :: else -> res = R_CONF
+             fi
+          fi
+        };
+        if
+        :: res == R_OK -> break
+        :: else ->
+           atomic { c_ex = doc[d].ex; c_tx = doc[d].tx; c_rev = doc[d].rev };
+           if
+           :: (!c_ex || c_tx != me) -> break
+           :: else -> ro_rev = c_rev
+           fi;
+           att++;
+           if
+           :: att >= MAXATT -> allf = 0; break
+           :: else -> skip
+           fi
+        fi
+     od;
+     d++
+  :: else -> break
+  od;
+  if
+  :: (allf && !settled) -> mark_done(S_COMM, 1)
+  :: else -> skip
+  fi;
+  rep[me - 1] = REP_OK;
+  goto finish;
+
+flip_failed:
+  /* the flip's outcome is unknown, or it certainly did not land */
+  if
+  :: maybe ->
+     rep[me - 1] = (mut == M_UNKNOWN_AS_FAIL -> REP_FAIL : REP_UNK);
+     goto finish
+  :: else -> skip
+  fi;
+
+rollback:
+  /* R1 MarkAborted */
+  close_windows();
+  do
+  :: atomic {
+       if
+       :: CRASHOPT
+       :: LOSTREQ
+       :: true -> FSTEP;
+          if
+          :: (R(me).ex && R(me).rev == myrev) ->
+             R(me).st = S_ABRT; R(me).by = BY_COORD; REC_STATE(me, S_ABRT); R(me).rev++; LAND();
+             if
+             :: res == R_OK -> myrev = R(me).rev
+             :: else -> skip
+             fi
+          :: else -> res = R_CONF
+          fi
+       fi
+     };
+     if
+     :: res == R_OK -> break
+     :: else ->
+        atomic { g_ex = R(me).ex; g_rev = R(me).rev; g_st = R(me).st; g_gen = R(me).gen;
+                 g_done = R(me).done };
+        if
+        :: !g_ex -> settled = 1; break
+        :: (g_ex && g_st == S_ABRT) -> myrev = g_rev; settled = g_done; break
+        :: (g_ex && g_st == S_COMM) -> found_comm = 1; goto rolled_back
+        :: (g_ex && g_st == S_PEND && g_rev != myrev && indoubt && g_gen == mygen + 1) ->
+           myrev = g_rev; mygen++; indoubt = 0
+        :: (g_ex && g_st == S_PEND && g_rev != myrev && !(indoubt && g_gen == mygen + 1)) ->
+           goto rolled_back
+        :: (g_ex && g_st == S_PEND && g_rev == myrev) -> skip
+        fi
+     fi
+  od;
+  /* R2 reverse every sent apply, in reverse action order */
+  allf = 1;
+  d = ND;
+  do
+  :: d > 0 ->
+     d--;
+     if
+     :: s_sent[d] -> reverse_one(d)
+     :: else -> skip
+     fi
+  :: else -> break
+  od;
+  /* R3 the outcome marker */
+  if
+  :: !settled -> mark_done(S_ABRT, 0)
+  :: else -> skip
+  fi;
+
+rolled_back:
+  if
+  :: found_comm -> rep[me - 1] = REP_UNK
+  :: else -> rep[me - 1] = REP_FAIL
+  fi;
+
+finish:
+  close_windows();
+  goto end;
+
+dead:
+  close_windows();
+end:
+  skip
+}
+
+/* ---- the collector (gc/collector.cpp RunOnce) ---- */
+
+/* One RunOnce: every record, then the sweep (dangling holds, tombstone/placeholder purge). */
+inline run_once() {
+  h = 1;
+  do
+  :: h <= NT -> repair(h); h++
+  :: else -> break
+  od;
+  sw_d = 0;
+  do
+  :: sw_d < ND ->
+     atomic {
+       c_ex = doc[sw_d].ex; c_tx = doc[sw_d].tx; c_rev = doc[sw_d].rev;
+       c_stamped = doc[sw_d].stamped; c_dead = (doc[sw_d].gone || doc[sw_d].del);
+       c_sw = doc[sw_d].sw
+     };
+     if
+     :: (c_ex && c_tx != 0) ->
+        atomic { h_ex = R(c_tx).ex; h_done = R(c_tx).done };
+        if
+        :: (!h_ex || h_done) -> undo_dangling(sw_d, c_tx)
+        :: else -> skip
+        fi
+     :: (c_ex && c_tx == 0 && c_stamped && c_dead && !final) ->
+        if
+        :: skip   /* tombstone_retention not yet passed */
+        :: (c_sw == 0 || mut == M_PURGE_NO_AGE) ->   /* passed: no paused coordinator predates the stamp (§7) */
+           atomic {
+             if
+             :: CRASHOPT
+             :: LOSTREQ
+             :: true -> FSTEP;
+                if
+                :: (doc[sw_d].ex && doc[sw_d].rev == c_rev) ->
+                   doc[sw_d].ex = 0; doc[sw_d].stamped = 0; doc[sw_d].sw = 0;
+                   doc[sw_d].gone = 0; doc[sw_d].del = 0; doc[sw_d].val = 0;
+                   doc[sw_d].rev++; LAND()
+                :: else -> res = R_CONF
+                fi
+             fi
+           }
+        fi
+     :: else -> skip
+     fi;
+     sw_d++
+  :: else -> break
+  od
+}
+
+proctype Collector() {
+  REPAIR_LOCALS;
+  byte h, sw_d, runs, c_tx, c_rev, c_sw;
+  bit c_ex, c_stamped, c_dead, h_ex, h_done;
+  do
+  :: runs < MAXRUNS -> run_once(); runs++
+  :: else -> break
+  od;
+dead:
+  skip
+}
+
+/* ---- the reader (engine/reads.cpp ReadDocument, read committed) ---- */
+
+proctype Reader() {
+  byte n, d, round, over, x_tx, x_val, x_uo, x_uk, x_uv, k, v, snap, first_a;
+  bit x_ex, x_dlg, x_del, x_gone, have_a, got;
+  bit r_ex, r_done; byte r_st, r_wk, r_wv;
+  do
+  :: n < READS ->
+     d = ((n % 2) == 0 -> DA : DB);
+     round = 0; over = 0; got = 0;
+     do
+     :: round < 4 ->
+        atomic {
+          x_ex = doc[d].ex; x_tx = doc[d].tx; x_dlg = doc[d].dlg; x_del = doc[d].del;
+          x_gone = doc[d].gone; x_val = doc[d].val; x_uo = doc[d].uo; x_uk = doc[d].uk;
+          x_uv = doc[d].uv; snap = COMBITS
+        };
+        if
+        :: !x_ex -> k = K_ABSENT; v = 0; got = 1; break
+        :: (x_ex && x_tx == 0) ->   /* the committed image */
+           k = (x_gone -> K_GONE : (x_del -> K_DEL : K_LIVE)); v = x_val; got = 1; break
+        :: (x_ex && x_tx != 0 && x_tx == over) ->   /* a dangling hold: its undo data */
+           k = x_uk; v = x_uv; got = 1; break
+        :: (x_ex && x_tx != 0 && x_tx != over) ->
+           atomic {
+             r_ex = R(x_tx).ex; r_done = R(x_tx).done; r_st = R(x_tx).st;
+             r_wk = R(x_tx).wk[d]; r_wv = R(x_tx).wv[d]; snap = COMBITS
+           };
+           if
+           :: (!r_ex || r_done) -> over = x_tx; round++
+           :: (r_ex && !r_done && r_st == S_COMM) ->   /* the new image */
+              k = (x_dlg -> K_DEL : K_LIVE); v = x_val; got = 1; break
+           :: (r_ex && !r_done && r_st != S_COMM) ->   /* the pre-image */
+              k = (mut == M_READER_NEW -> (x_dlg -> K_DEL : K_LIVE) : r_wk);
+              v = (mut == M_READER_NEW -> x_val : r_wv);
+              got = 1; break
+           fi
+        fi
+     :: else -> break   /* kept changing hands: kUnavailable */
+     od;
+     if
+     :: got ->
+        d_step {
+          if
+          :: d == DA ->
+             read_committed_ok = (k == K_LIVE && (v & (3 - snap)) == 0 &&
+                                  (!have_a || (first_a & v) == first_a))
+          :: else ->
+             read_committed_ok = ((k != K_LIVE || (v == 1 && (snap & 1))) &&
+                                  (k != K_DEL || (snap & 2)))
+          fi;
+          assert(!ON(P_READ) || read_committed_ok);
+          if
+          :: (d == DA && !have_a) -> have_a = 1; first_a = v
+          :: else -> skip
+          fi
+        }
+     :: else -> skip
+     fi;
+     n++
+  :: else -> break
+  od
+}
+
+/* ---- the checks at the end ---- */
+
+init {
+  REPAIR_LOCALS;
+  byte h, sw_d, c_tx, c_rev, c_sw, t, bits;
+  bit c_ex, c_stamped, c_dead, h_ex, h_done, blive;
+
+  c_code {
+    if (getenv("LITETX_MAXCRASH")) maxcrash = atoi(getenv("LITETX_MAXCRASH"));
+    if (getenv("LITETX_MAXLOST")) maxlost = atoi(getenv("LITETX_MAXLOST"));
+    if (getenv("LITETX_MAXEXP")) maxexp = atoi(getenv("LITETX_MAXEXP"));
+    if (getenv("LITETX_MAXEXT")) maxext = atoi(getenv("LITETX_MAXEXT"));
+    if (getenv("LITETX_MAXRUNS")) maxruns = atoi(getenv("LITETX_MAXRUNS"));
+    if (getenv("LITETX_READS")) reads = atoi(getenv("LITETX_READS"));
+    if (getenv("LITETX_MUT")) mut = atoi(getenv("LITETX_MUT"));
+    if (getenv("LITETX_PROP")) prop = atoi(getenv("LITETX_PROP"));
+  };
+  atomic {
+    doc[DA].ex = 1; doc[DA].rev = 1; doc[DA].val = 0;
+    run Coord(1); run Coord(2); run Collector(); run Collector(); run Reader()
+  };
+  (_nr_pr == 1);
+
+  /* Crashes stop; time passes (every lease runs out); one healthy collector run. */
+  atomic {
+    final = 1;
+    rec[0].exp = 1; rec[1].exp = 1
+  };
+  run_once();
+
+  atomic {
+    /* progress: every record settled (a marker or erased), no document held */
+    progress_ok = ((!rec[0].ex || rec[0].done) && (!rec[1].ex || rec[1].done) &&
+                   doc[DA].tx == 0 && doc[DB].tx == 0);
+    assert(!ON(P_PROG) || progress_ok);
+
+    bits = doc[DA].val;
+    blive = (doc[DB].ex && !doc[DB].gone && !doc[DB].del && !doc[DB].dlg);
+
+    /* a committed transaction is never reversed, and its caller is never told otherwise */
+    committed_kept_ok = ((!COM(1) || (bits & 1)) && (!COM(2) || (bits & 2)));
+    assert(!ON(P_FINAL) || committed_kept_ok);
+    outcome_ok = (rep[0] != REP_OK || COM(1)) && (rep[0] != REP_FAIL || !COM(1)) &&
+                 (rep[1] != REP_OK || COM(2)) && (rep[1] != REP_FAIL || !COM(2)) &&
+                 (!rec[0].ex || rec[0].st == (COM(1) -> S_COMM : S_ABRT)) &&
+                 (!rec[1].ex || rec[1].st == (COM(2) -> S_COMM : S_ABRT));
+    assert(!ON(P_FINAL) || outcome_ok);
+
+    /* no lost update: the counter is the sum of the committed adjusts */
+    lost_update_ok = (bits == COMBITS);
+    assert(!ON(P_LOST) || lost_update_ok);
+
+    /* atomicity: nothing of an uncommitted transaction; each transaction's two writes agree */
+    atomicity_ok = ((bits & (3 - COMBITS)) == 0) &&
+                   ((blive && doc[DB].val == 1) == ((bits & 1) && !(bits & 2))) &&
+                   (!blive || doc[DB].val == 1);
+    assert(!ON(P_ATOM) || atomicity_ok)
+  };
+  goto over;
+dead:
+  assert(false);   /* no crash in the final run */
+over:
+  skip
+}
