@@ -1,4 +1,4 @@
-// engine/coordinator.h — runs the commit protocol of seed 003 for one Database.
+// engine/coordinator.h — runs the commit protocol (the litesoft model) for one Database.
 //
 // Commit, for a transaction of N write actions:
 //   0. read every document (waiting while another transaction holds one), check the

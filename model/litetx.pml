@@ -37,6 +37,10 @@ hidden byte mut = 0, prop = 0;
 #define M_NO_FENCE 7            /* the collector reverses but does not fence */
 #define M_PURGE_NO_AGE 8        /* tombstones and placeholders are purged without the age check */
 #define M_GC_SKIPS_ABORTED 9    /* the collector leaves aborted records alone */
+#define M_GC_SKIPS_COMMITTED 10 /* the collector leaves committed records alone (never finishes) */
+/* the record states a mutated collector does not settle */
+#define GC_SKIPS(st) ((mut == M_GC_SKIPS_ABORTED && (st) == S_ABRT) || \
+                      (mut == M_GC_SKIPS_COMMITTED && (st) == S_COMM))
 
 #define NT 2
 #define ND 2
@@ -334,8 +338,8 @@ inline repair(h) {
            fi
         fi
      :: (rp_ex && !rp_done && !rp_exp) -> break   /* not stale */
-     :: (rp_ex && !rp_done && rp_exp && mut == M_GC_SKIPS_ABORTED && rp_st == S_ABRT) -> break
-     :: (rp_ex && !rp_done && rp_exp && !(mut == M_GC_SKIPS_ABORTED && rp_st == S_ABRT)) ->
+     :: (rp_ex && !rp_done && rp_exp && GC_SKIPS(rp_st)) -> break
+     :: (rp_ex && !rp_done && rp_exp && !GC_SKIPS(rp_st)) ->
         if
         :: rp_st == S_PEND ->
            if

@@ -1,6 +1,6 @@
 // litetx/database.h — the entry point: multi-document transactions over a Store.
 //
-// A Database runs transactions (the litesoft model of seed 003) and reads documents. It owns
+// A Database runs transactions (the litesoft model) and reads documents. It owns
 // no data: everything lives in the Store, so any number of Database objects, in one process
 // or several, may share one store.
 //

@@ -54,7 +54,7 @@ struct Options {
   std::chrono::milliseconds busy_timeout{2'000};
   // Backoff between looks at a busy document.
   BackoffOptions busy_backoff{std::chrono::milliseconds{1}, std::chrono::milliseconds{50}};
-  // Backoff for retrying store errors (seed 000: 100 ms doubling to 30 s).
+  // Backoff for retrying store errors (as in the MongoDB import protocol: 100 ms doubling to 30 s).
   BackoffOptions retry_backoff{};
   // Attempts at one store call that fails transiently or with a lost reply. Before the commit
   // point the transaction then rolls back and reports kUnavailable. At the commit point it
@@ -63,8 +63,8 @@ struct Options {
   // commit point the rest is left to the GC and the commit still reports kOk.
   int max_attempts = 4;
   // How long active rollback keeps retrying transient store errors, on monotonic time. Zero
-  // means never give up (seed 000); otherwise what is left is reported in the log and left to
-  // the GC.
+  // means never give up (as in the MongoDB import protocol); otherwise what is left is
+  // reported in the log and left to the GC.
   std::chrono::milliseconds rollback_timeout{0};
   // Largest accepted document, as serialised JSON including engine metadata.
   std::size_t max_document_bytes = 1 << 20;

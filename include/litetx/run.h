@@ -63,13 +63,14 @@ class Database;
 class TxnContext;
 struct CommitInfo;
 
-// Pessimistic lock modes (seed 002's PESSIMISTIC_READ / PESSIMISTIC_WRITE). A read lock is
-// shared: it keeps other transactions from writing the document or write-locking it. A write
-// lock is exclusive: it also keeps them from read-locking it. Plain reads are never blocked.
+// Pessimistic lock modes (Doctrine MongoDB ODM's PESSIMISTIC_READ / PESSIMISTIC_WRITE). A read
+// lock is shared: it keeps other transactions from writing the document or write-locking it. A
+// write lock is exclusive: it also keeps them from read-locking it. Plain reads are never
+// blocked.
 enum class LockMode : std::uint8_t { kRead, kWrite };
 
 // Lifecycle hooks of a run. after_commit and after_rollback fire once per logical transaction,
-// however many attempts it takes (seed 002). before_commit is part of each attempt.
+// however many attempts it takes (as Doctrine does). before_commit is part of each attempt.
 struct TransactionHooks {
   // Called on every attempt whose callback returned OK, right before that attempt's commit,
   // with the attempt's context. Its reads and writes belong to the attempt exactly as the
@@ -124,7 +125,7 @@ class TxnContext {
   // (a document another transaction holds reads as its committed image). Returns the
   // ReadResult, or kInvalidArgument, kUnavailable, kCorruption.
   Result<ReadResult> Get(std::string_view collection, std::string_view id);
-  // Get with optimistic locking (seed 002's find(..., OPTIMISTIC, version)): kConflict with
+  // Get with optimistic locking (Doctrine's find(..., OPTIMISTIC, version)): kConflict with
   // current_version() if the document is not at `expected_version` (or is not live), and the
   // version is checked again at commit.
   Result<ReadResult> Get(std::string_view collection, std::string_view id,
@@ -145,7 +146,7 @@ class TxnContext {
   Status Delete(std::string_view collection, std::string_view id,
                 std::optional<std::uint64_t> expected_version = std::nullopt);
 
-  // Optimistic lock (seed 002's lock(document, OPTIMISTIC, version)): kConflict with
+  // Optimistic lock (Doctrine's lock(document, OPTIMISTIC, version)): kConflict with
   // current_version() now if the document is not at `expected_version`, and checked again at
   // commit (kConflict then if it changed meanwhile).
   Status LockOptimistic(std::string_view collection, std::string_view id,

@@ -30,7 +30,7 @@ enum class Code : std::uint8_t {
   // The document's version (or, at the Store seam, its revision or presence) is not the one
   // expected: someone else changed it first. Retry the transaction.
   kConflict,
-  // The document is a tombstone: a committed delete. Seed 003's "error dialog".
+  // The document is a tombstone: a committed delete. The litesoft model's "error dialog".
   kDeleted,
   // Another transaction holds the document and did not let go within Options::busy_timeout.
   kBusy,
