@@ -429,15 +429,15 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
     // before_commit runs on every attempt whose callback succeeded, so that what it reads is
     // read again, and what it writes computed again, whenever the attempt is repeated.
     if (s.ok() && options.hooks.before_commit) s = options.hooks.before_commit(ctx);
-    Result<CommitInfo> r = s;
-    if (s.ok()) {
+    // A Result is never built from an OK status (it asserts): the callback's error, or the
+    // commit's result.
+    Result<CommitInfo> r = [&]() -> Result<CommitInfo> {
+      if (!s.ok()) return s;
       Transaction txn = impl.Build();
-      if (txn.empty()) {
-        r = CommitInfo{impl.id, {}, attempt};
-      } else {
-        r = coordinator_->Commit(txn, engine::CommitRequest{impl.id, priority_ms, !impl.locks.empty()});
-      }
-    }
+      if (txn.empty()) return CommitInfo{impl.id, {}, attempt};
+      return coordinator_->Commit(txn,
+                                  engine::CommitRequest{impl.id, priority_ms, !impl.locks.empty()});
+    }();
     unreleased.Add(impl.id, impl.ReleaseLocks());
     if (r.ok()) {
       unreleased.ReleaseAgain();

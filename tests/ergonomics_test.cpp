@@ -3,10 +3,12 @@
 // warn level when the options name none, silenced by a logger of one's own); and an exception
 // thrown by a Run callback or hook, which propagates after the attempt rolled back.
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
@@ -56,6 +58,17 @@ TEST(ResultTest, ValueOrGivesTheValueOrTheFallback) {
   EXPECT_EQ(std::move(moved).value_or("fallback"), std::string(100, 'a'));
   EXPECT_EQ(Result<std::string>(Status::Unavailable("x")).value_or("fallback"), "fallback");
 }
+
+// Like std::optional::value_or, the fallback must convert implicitly: an explicit constructor
+// (a vector of 5 elements, 7 seconds from a bare 7) is not a fallback.
+template <typename T, typename U>
+concept HasValueOr = requires(const Result<T>& r, U u) { r.value_or(u); };
+static_assert(HasValueOr<int, int>);
+static_assert(HasValueOr<std::string, const char*>);
+static_assert(HasValueOr<std::chrono::milliseconds, std::chrono::seconds>);
+static_assert(!HasValueOr<std::vector<int>, int>);
+static_assert(!HasValueOr<std::chrono::seconds, int>);
+static_assert(!HasValueOr<std::string, int>);
 
 // Calls `access` and returns the BadResultAccess it throws (a test failure if it throws
 // anything else, or nothing).

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -138,6 +139,12 @@ Result<FaultOptions> ParseFaults(const std::string& spec);
 Result<std::chrono::milliseconds> ParseDuration(const std::string& text);
 // A CLI11 check accepting what ParseDuration accepts.
 CLI::Validator DurationCheck();
+// A CLI11 check accepting a whole number written in decimal digits only (no sign, no
+// exponent, no spaces) from `min` to `max`. The message says which bound was broken, so that
+// "-1" and "18446744073709551616" are not silently wrapped or cut.
+CLI::Validator WholeNumberCheck(std::uint64_t min, std::uint64_t max);
+// A CLI11 check accepting a probability: a number from 0 to 1 (NaN refused).
+CLI::Validator ProbabilityCheck();
 
 // JSON text of `v` with numbers as people write them: integers in full, doubles in their
 // shortest form that reads back to the same bits (0.1, 1.5, 1e+300, -0.0), always with a '.'

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <charconv>
@@ -401,6 +402,40 @@ CLI::Validator DurationCheck() {
         return d.ok() ? std::string() : d.status().message();
       },
       "DURATION", "duration");
+}
+
+CLI::Validator WholeNumberCheck(std::uint64_t min, std::uint64_t max) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string& s) -> std::string {
+        const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        });
+        if (!digits) return "'" + s + "' is not a whole number (expected " + range + ")";
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec == std::errc::result_out_of_range || v > max || v < min) {
+          return "'" + s + "' is out of range (expected " + range + ")";
+        }
+        if (ec != std::errc() || end != s.data() + s.size()) {
+          return "'" + s + "' is not a whole number (expected " + range + ")";
+        }
+        return {};
+      },
+      "UINT:" + range, "whole number");
+}
+
+CLI::Validator ProbabilityCheck() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || !(v >= 0.0 && v <= 1.0)) {
+          return "'" + s + "' is not a probability (expected a number from 0 to 1)";
+        }
+        return {};
+      },
+      "0..1", "probability");
 }
 
 std::shared_ptr<spdlog::logger> Logger(const Context& ctx) {

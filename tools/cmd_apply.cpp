@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -124,9 +125,15 @@ Status OptionalUnsigned(const json::object& o, std::string_view name, std::size_
     return Bad(index, "\"" + std::string(name) + "\" is out of range: " + json::serialize(*v) +
                           " (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
   }
+  if (!n && v->is_double() && std::isfinite(v->get_double()) && v->get_double() >= 0 &&
+      std::floor(v->get_double()) == v->get_double()) {
+    // A whole number too large for 64 bits, which the JSON parser kept as a double.
+    return Bad(index, "\"" + std::string(name) + "\" is out of range: " + FormatJson(*v) +
+                          " (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
+  }
   if (!n || v->is_bool()) {
     return Bad(index, "\"" + std::string(name) + "\" must be an unsigned integer, got " +
-                          json::serialize(*v));
+                          FormatJson(*v));
   }
   *out = *n;
   return Status::Ok();
@@ -272,12 +279,31 @@ Result<Transaction> ParseTransaction(std::string_view text, const Options& optio
   return txn;
 }
 
+// The most input `apply` reads: far more than any transaction the engine accepts needs in
+// practice, and a bound on the memory a runaway input (/dev/zero, a huge file) can take.
+constexpr std::size_t kMaxInputBytes = std::size_t{64} << 20;
+
+// Reads all of `in` into *out, at most kMaxInputBytes. On failure says why in *why.
+bool ReadBounded(std::istream& in, std::string* out, std::string* why) {
+  out->clear();
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    out->append(buf, static_cast<std::size_t>(in.gcount()));
+    if (out->size() > kMaxInputBytes) {
+      *why = "the input is larger than " + std::to_string(kMaxInputBytes >> 20) + " MiB";
+      return false;
+    }
+  }
+  if (in.bad()) {
+    *why = "read error";
+    return false;
+  }
+  return true;
+}
+
 // Reads the input; on failure says why in *why.
 bool ReadInput(const std::string& file, std::string* out, std::string* why) {
-  if (file == "-") {
-    out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return !std::cin.bad();
-  }
+  if (file == "-") return ReadBounded(std::cin, out, why);
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) {
     *why = std::strerror(errno);
@@ -292,10 +318,7 @@ bool ReadInput(const std::string& file, std::string* out, std::string* why) {
     *why = std::strerror(errno);
     return false;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return !in.bad();
+  return ReadBounded(in, out, why);
 }
 
 // Applies the duration flags to `o`. False (after printing the error) on a bad value.
@@ -318,7 +341,8 @@ bool Tune(const ApplyArgs& args, Options& o) {
 }
 
 int RunApply(Context& ctx, const ApplyArgs& args) {
-  CatchSignals();  // before OpenStore and the Database start any thread
+  // Until CatchSignals below, a signal ends the process at once: nothing is written while the
+  // input is read (which may wait on a terminal or a pipe) and checked.
   std::string text;
   std::string why = "read error";
   if (!ReadInput(args.file, &text, &why)) {
@@ -330,6 +354,7 @@ int RunApply(Context& ctx, const ApplyArgs& args) {
   auto txn = ParseTransaction(text, options);
   if (!txn.ok()) return Fail(kExitUsage, "bad transaction: " + txn.status().message());
 
+  CatchSignals();  // before OpenStore and the Database start any thread
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);
   if (!store) return code;
@@ -397,7 +422,7 @@ void AddApply(CLI::App& app, Context& ctx) {
       ->check(DurationCheck());
   cmd->add_option("--max-attempts", args->max_attempts,
                   "Attempts at one store call before giving up")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumberCheck(1, 1000));
   cmd->callback([&ctx, args] { ctx.run = [&ctx, args] { return RunApply(ctx, *args); }; });
 }
 

@@ -233,6 +233,14 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   config.threads = args.threads;
   config.rounds = args.rounds;
   config.sizes = args.sizes;
+  for (std::size_t i = 0; i < config.sizes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (config.sizes[i] == config.sizes[j]) {
+        return Fail(kExitUsage, "--sizes: " + std::to_string(config.sizes[i]) +
+                                    " is given twice (each size is measured once)");
+      }
+    }
+  }
   config.cleanup = !args.keep;
   if (args.quick && !duration_given) {
     config.duration = std::chrono::milliseconds(25);
@@ -345,7 +353,7 @@ void AddBench(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--sizes", args->sizes, "Documents per transaction, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1000));
+      ->check(WholeNumberCheck(1, 1000));
   cmd->add_flag("--json", args->json, "Print one JSON object instead of a table");
   cmd->add_flag("--keep", args->keep, "Keep the benchmark's documents (collection bench.<pid>)");
   cmd->callback([&ctx, args, duration] {

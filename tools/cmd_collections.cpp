@@ -408,7 +408,7 @@ void AddCollections(CLI::App& app, Context& ctx) {
   d->add_flag("--force", drop->force,
               "Allow __litetx.txn: erase its outcome markers, only if every record is settled");
   d->add_option("--batch", drop->batch, "Deletes per transaction")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
+      ->check(WholeNumberCheck(1, 10000));
   d->add_option("--timeout", drop->timeout,
                 "How long each transaction is re-run while documents are busy or conflict")
       ->check(DurationCheck());

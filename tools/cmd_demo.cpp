@@ -368,8 +368,9 @@ void AddDemo(CLI::App& app, Context& ctx) {
       }, "DURATION"));
   cmd->add_option("--crash-rate", flags->crash_rate,
                   "Probability that a transfer's coordinator crashes after a random write")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", flags->seed, "Random seed (0: random; printed in the summary)");
+      ->check(ProbabilityCheck());
+  cmd->add_option("--seed", flags->seed, "Random seed (0: random; printed in the summary)")
+      ->check(WholeNumberCheck(0, UINT64_MAX));
   cmd->add_option("--lease", flags->lease,
                   "Transaction lease: how soon the collector repairs a crashed transfer "
                   "(50ms to 10m)")

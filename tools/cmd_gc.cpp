@@ -133,6 +133,7 @@ void AddGc(CLI::App& app, Context& ctx) {
       ->allow_extra_args(false);
   cmd->add_option("--sweep-budget", args->sweep_budget,
                   "Most documents swept per pass; the next pass resumes (0: no limit)")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--tombstone-retention", args->tombstone_retention,
                   "Keep tombstones this long before purging (default 24h; 1ms: purge at once; "

@@ -180,7 +180,7 @@ void AddInspect(CLI::App& app, Context& ctx) {
   t->add_option("--state", txns->state, "List only records in this state")
       ->check(CLI::IsMember({"pending", "committed", "aborted"}));
   t->add_option("--limit", txns->limit, "List at most N records (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40));
   AddFormatOption(t, &txns->format);
   t->callback([&ctx, txns] { ctx.run = [&ctx, txns] { return RunTxns(ctx, *txns); }; });
 }

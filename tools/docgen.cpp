@@ -276,6 +276,8 @@ std::string BashCompletion(const CLI::App& app) {
   s += BashArray("choices", t.choices);
   s += "  local files=(" + files + ")\n";
   s +=
+      // Candidates go through mapfile, one per line, so that file names with spaces or glob
+      // characters are neither split nor expanded.
       // Walk the words before the cursor: options (and the values of those that take one)
       // are skipped, command names extend the path.
       "  local path=litetx i w skip=0 cand\n"
@@ -294,23 +296,23 @@ std::string BashCompletion(const CLI::App& app) {
       // The value of an option.
       "  if [[ \"$prev\" == -* && \"${valued[$path]}\" == *\" $prev \"* ]]; then\n"
       "    if [[ -n \"${choices[$path|$prev]}\" ]]; then\n"
-      "      COMPREPLY=( $(compgen -W \"${choices[$path|$prev]}\" -- \"$cur\") )\n"
+      "      mapfile -t COMPREPLY < <(compgen -W \"${choices[$path|$prev]}\" -- \"$cur\")\n"
       "    elif [[ \"$prev\" == --store ]]; then\n"
-      "      COMPREPLY=( $(compgen -W \"lmdb: memory: redis:// redis-cluster://\" -- \"$cur\") )\n"
+      "      mapfile -t COMPREPLY < <(compgen -W \"lmdb: memory: redis:// redis-cluster://\" -- \"$cur\")\n"
       "      compopt -o nospace 2>/dev/null\n"
       "    fi\n"
       "    return 0\n"
       "  fi\n"
       "  if [[ \"$cur\" == -* ]]; then\n"
-      "    COMPREPLY=( $(compgen -W \"${opts[$path]}\" -- \"$cur\") )\n"
+      "    mapfile -t COMPREPLY < <(compgen -W \"${opts[$path]}\" -- \"$cur\")\n"
       "  elif [[ -n \"${choices[$path|@]}\" ]]; then\n"
-      "    COMPREPLY=( $(compgen -W \"${choices[$path|@]}\" -- \"$cur\") )\n"
+      "    mapfile -t COMPREPLY < <(compgen -W \"${choices[$path|@]}\" -- \"$cur\")\n"
       "  elif [[ -n \"${subs[$path]}\" ]]; then\n"
-      "    COMPREPLY=( $(compgen -W \"${subs[$path]}\" -- \"$cur\") )\n"
+      "    mapfile -t COMPREPLY < <(compgen -W \"${subs[$path]}\" -- \"$cur\")\n"
       "  else\n"
       "    for cand in \"${files[@]}\"; do\n"
       "      if [[ \"$cand\" == \"$path\" ]]; then\n"
-      "        COMPREPLY=( $(compgen -f -- \"$cur\") )\n"
+      "        mapfile -t COMPREPLY < <(compgen -f -- \"$cur\")\n"
       "        compopt -o filenames 2>/dev/null\n"
       "      fi\n"
       "    done\n"

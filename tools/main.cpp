@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--store", ctx.store_uri,
                  std::string("Store URI: ") + kStoreSchemes +
                      ". Redis OPTIONS: prefix=P&buckets=N&pool=N&timeout=MS&connect_timeout=MS"
-                     "&wait=N&wait_timeout=MS (docs/cli.md). Default: $LITETX_STORE if set, else lmdb:./litetx-data")
+                     "&wait=N&wait_timeout=MS (docs/cli.md)")
       ->capture_default_str()
       ->envname("LITETX_STORE");
   app.add_option("--log-level", ctx.log_level, "Engine log level on stderr")

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -165,13 +166,17 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  // The value if ok(), else `fallback` (converted to T). Never throws BadResultAccess.
+  // The value if ok(), else `fallback`, which must convert to T implicitly (as for
+  // std::optional::value_or: `Result<std::vector<int>>::value_or(5)` does not compile). Never
+  // throws BadResultAccess.
   template <typename U>
+    requires std::is_convertible_v<U&&, T>
   T value_or(U&& fallback) const& {
     if (const T* v = std::get_if<T>(&v_)) return *v;
     return static_cast<T>(std::forward<U>(fallback));
   }
   template <typename U>
+    requires std::is_convertible_v<U&&, T>
   T value_or(U&& fallback) && {
     if (T* v = std::get_if<T>(&v_)) return std::move(*v);
     return static_cast<T>(std::forward<U>(fallback));

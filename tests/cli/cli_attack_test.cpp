@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli_harness.h"
@@ -292,6 +294,76 @@ TEST_F(CliAttack, ReadOnlyCommandsWriteNothingIntoAnEmptyDirectory) {
     EXPECT_EQ(r.out, "");
     EXPECT_TRUE(std::filesystem::is_empty(empty)) << "a read-only command wrote into " << empty;
   }
+}
+
+TEST_F(CliAttack, ApplyWaitingForItsInputStopsAtOnceOnASignal) {
+  // `apply FIFO` with no writer blocks in open(); a signal must end it at once, before it has
+  // opened (and so created) the store.
+  for (const Sig& sig : {kSigInt, kSigTerm}) {
+    SCOPED_TRACE(sig.name);
+    const std::string input = dir_ + "/input-" + sig.name;
+    ASSERT_EQ(::mkfifo(input.c_str(), 0600), 0) << std::strerror(errno);
+    FreshStore(sig.name);
+    Child apply = Start(With({"apply", input}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let it block on the FIFO
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(::kill(apply.pid, sig.number), 0);
+    RunResult r = Finish(std::move(apply));
+    EXPECT_EQ(r.code, sig.exit_code) << r.err;
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, seconds(5));
+    EXPECT_FALSE(std::filesystem::exists(path_)) << "the store was created";
+  }
+}
+
+TEST_F(CliAttack, ApplyRefusesInputOver64MiB) {
+  // A file of 64 MiB + 1 byte (sparse: zeros) and an endless stream are refused without
+  // reading them whole.
+  const std::string big = dir_ + "/big.json";
+  {
+    std::ofstream out(big, std::ios::binary);
+  }
+  std::filesystem::resize_file(big, (std::uintmax_t{64} << 20) + 1);
+  for (const std::string& file : {big, std::string("/dev/zero")}) {
+    SCOPED_TRACE(file);
+    RunResult r = Cli({"apply", file});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("larger than 64 MiB"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path_)) << "the store was created";
+}
+
+TEST_F(CliAttack, NumericFlagsRefuseWhatTheyCannotHold) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"demo", "--crash-rate", "nan"}, "not a probability"},
+      {{"demo", "--crash-rate", "1.5"}, "not a probability"},
+      {{"demo", "--seed", "-1"}, "not a whole number"},
+      {{"demo", "--seed", "18446744073709551616"}, "out of range"},
+      {{"gc", "--once", "--sweep-budget", "-1"}, "not a whole number"},
+      {{"txns", "--limit", "18446744073709551616"}, "out of range"},
+      {{"txns", "--limit", "1e3"}, "not a whole number"},
+      {{"apply", "-", "--max-attempts", "0"}, "out of range (expected 1 to 1000)"},
+      {{"apply", "-", "--max-attempts", "2147483648"}, "out of range (expected 1 to 1000)"},
+      {{"bench", "--quick", "--sizes", "1,1"}, "given twice"},
+      {{"bench", "--quick", "--sizes", "1,,2"}, "not a whole number"},
+      {{"collections", "drop", "c", "--yes", "--batch", "0"}, "out of range"},
+  };
+  for (const auto& [args, message] : bad) {
+    RunResult r = Cli(args);
+    SCOPED_TRACE(args[0] + " " + args[args.size() - 2] + " " + args.back());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path_)) << "a refused command created the store";
+}
+
+TEST_F(CliAttack, VersionTooLargeForSixtyFourBitsIsOutOfRange) {
+  ASSERT_EQ(Apply(kSeed).code, 0);
+  RunResult r = Apply(R"({"actions":[{"op":"update","collection":"accounts","id":"a1",
+                          "version":18446744073709551616,"doc":{"balance":1}}]})");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("\"version\" is out of range: 1.8446744073709552e+19"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("E19"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -285,6 +285,12 @@ TEST_F(CliDocgenTest, BashCompletion) {
   EXPECT_EQ(Complete(script, "litetx get "), "");  // collection names are not guessed
   std::ofstream(dir_ + "/txn-one.json") << "{}";
   EXPECT_EQ(Complete(script, "litetx apply " + dir_ + "/txn-"), dir_ + "/txn-one.json");
+  // File names are neither split at spaces nor expanded as globs.
+  std::ofstream(dir_ + "/my file.json") << "{}";
+  std::ofstream(dir_ + "/[ab].json") << "{}";
+  std::ofstream(dir_ + "/a.json") << "{}";
+  EXPECT_EQ(Complete(script, "litetx apply " + dir_ + "/my"), dir_ + "/my file.json");
+  EXPECT_EQ(Complete(script, "litetx apply " + dir_ + "/["), dir_ + "/[ab].json");
   // Every command and every option `--help` lists is offered.
   for (const CommandHelp& c : AllCommands()) {
     std::string line = "litetx " + c.path + (c.path.empty() ? "" : " ") + "--";
