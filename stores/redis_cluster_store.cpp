@@ -617,9 +617,7 @@ Result<CollectionPage> RedisClusterStore::ListCollections(std::string_view curso
       return s;
     }
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return PageOfNames(names, cursor, limit);
+  return PageOfNames(std::move(names), cursor, limit);
 } catch (const std::bad_alloc&) {
   return Status::Unavailable("redis-cluster: list collections: out of memory");
 }

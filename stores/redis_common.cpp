@@ -700,8 +700,10 @@ std::string IndexKeyPattern(std::string_view prefix) {
   return pattern;
 }
 
-CollectionPage PageOfNames(const std::vector<std::string>& names, std::string_view cursor,
+CollectionPage PageOfNames(std::vector<std::string> names, std::string_view cursor,
                            std::size_t limit) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   CollectionPage page;
   auto it = cursor.empty() ? names.begin()
                            : std::upper_bound(names.begin(), names.end(), cursor,

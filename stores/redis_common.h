@@ -91,8 +91,9 @@ std::optional<std::string> IndexKeyCollection(std::string_view key, std::string_
                                               std::size_t buckets);
 // The SCAN pattern matching every bucket index key under `prefix` (glob characters escaped).
 std::string IndexKeyPattern(std::string_view prefix);
-// ListCollections: the page of `names` (sorted, distinct) after `cursor`.
-CollectionPage PageOfNames(const std::vector<std::string>& names, std::string_view cursor,
+// ListCollections: sorts `names` and drops repeats (SCAN may return a key twice, and every
+// bucket and master names its collection again), then returns the page after `cursor`.
+CollectionPage PageOfNames(std::vector<std::string> names, std::string_view cursor,
                            std::size_t limit);
 
 // ---------------------------------------------------------------------------------------------

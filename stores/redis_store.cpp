@@ -232,9 +232,7 @@ Result<CollectionPage> RedisStore::ListCollections(std::string_view cursor,
     conn.MarkBroken();
     return s;
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return PageOfNames(names, cursor, limit);
+  return PageOfNames(std::move(names), cursor, limit);
 } catch (const std::bad_alloc&) {
   return Status::Unavailable("redis: list collections: out of memory");
 }

@@ -344,7 +344,6 @@ TEST_F(CliAttack, NumericFlagsRefuseWhatTheyCannotHold) {
       {{"apply", "-", "--max-attempts", "0"}, "out of range (expected 1 to 1000)"},
       {{"apply", "-", "--max-attempts", "2147483648"}, "out of range (expected 1 to 1000)"},
       {{"bench", "--quick", "--sizes", "1,1"}, "given twice"},
-      {{"bench", "--quick", "--sizes", "1,,2"}, "not a whole number"},
       {{"collections", "drop", "c", "--yes", "--batch", "0"}, "out of range"},
   };
   for (const auto& [args, message] : bad) {
@@ -359,9 +358,9 @@ TEST_F(CliAttack, NumericFlagsRefuseWhatTheyCannotHold) {
 TEST_F(CliAttack, VersionTooLargeForSixtyFourBitsIsOutOfRange) {
   ASSERT_EQ(Apply(kSeed).code, 0);
   RunResult r = Apply(R"({"actions":[{"op":"update","collection":"accounts","id":"a1",
-                          "version":18446744073709551616,"doc":{"balance":1}}]})");
+                          "version":18446744073709551616,"set":{"balance":1}}]})");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("\"version\" is out of range: 1.8446744073709552e+19"), std::string::npos)
+  EXPECT_NE(r.err.find("\"version\" is out of range: 18446744073709551616.0"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("E19"), std::string::npos) << r.err;
 }
