@@ -76,6 +76,17 @@ for ((seed = 1; seed <= seeds; seed++)); do
     exit 2
   fi
   echo "seed $seed: errors $errors, states stored $stored, depth $depth, ${elapsed}s, hash factor $hashf"
+  # pan still prints "errors: 0" when it stops for want of memory or cuts paths at the depth
+  # bound: such a run has searched little or nothing, and is a failure, not a pass.
+  if grep -q 'out of memory\|reached -DMEMLIM\|max search depth too small' pan.out; then
+    grep -m3 'out of memory\|reached -DMEMLIM\|max search depth too small' pan.out
+    echo "check.sh: pan could not search (memory or depth bound)"
+    exit 2
+  fi
+  if [[ "$errors" == 0 ]] && ! awk -v n="${stored:-0}" 'BEGIN { exit !(n + 0 >= 1000) }'; then
+    echo "check.sh: pan stored only ${stored:-0} states: too few for a search"
+    exit 2
+  fi
   if [[ "$errors" != 0 ]]; then
     found=1
     grep -m1 'assertion violated\|invalid end state\|error' pan.out || true

@@ -230,7 +230,8 @@ inline settle_finish(d, h) {
   od
 }
 
-/* UndoDanglingHold(key, h): reverse from the hold's own undo data. */
+/* UndoDanglingHold(key, h): reverse from the hold's own undo data (copied first: do_reverse
+ * clears the document's copy before it uses its arguments). */
 inline undo_dangling(d, h) {
   do
   :: atomic {
@@ -240,7 +241,8 @@ inline undo_dangling(d, h) {
        :: true -> FSTEP;
           if
           :: (doc[d].ex && doc[d].tx == (h)) ->
-             do_reverse(d, doc[d].uo, doc[d].uk, doc[d].uv); doc[d].rev++; LAND()
+             ud_o = doc[d].uo; ud_k = doc[d].uk; ud_v = doc[d].uv;
+             do_reverse(d, ud_o, ud_k, ud_v); doc[d].rev++; LAND()
           :: else -> res = R_DONE
           fi
        fi
@@ -418,7 +420,7 @@ inline repair(h) {
 #define REPAIR_LOCALS \
   byte res; \
   bit rp_ex, rp_done, rp_exp, rd_fenced; \
-  byte rp_rev, rp_st, rp_i, rp_moved; \
+  byte rp_rev, rp_st, rp_i, rp_moved, ud_o, ud_k, ud_v; \
   bit rp_wx[ND]; byte rp_wr[ND]; byte rp_wk[ND]; byte rp_wv[ND]
 
 /* ---- the coordinator (engine/coordinator.cpp CommitRun) ---- */
