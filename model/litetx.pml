@@ -38,6 +38,7 @@ hidden byte mut = 0, prop = 0;
 #define M_PURGE_NO_AGE 8        /* tombstones and placeholders are purged without the age check */
 #define M_GC_SKIPS_ABORTED 9    /* the collector leaves aborted records alone */
 #define M_GC_SKIPS_COMMITTED 10 /* the collector leaves committed records alone (never finishes) */
+#define M_READER_OLD 11         /* the reader returns the pre-image of a committed holder */
 /* the record states a mutated collector does not settle */
 #define GC_SKIPS(st) ((mut == M_GC_SKIPS_ABORTED && (st) == S_ABRT) || \
                       (mut == M_GC_SKIPS_COMMITTED && (st) == S_COMM))
@@ -1039,13 +1040,14 @@ dead:
 /* ---- the reader (engine/reads.cpp ReadDocument, read committed) ---- */
 
 proctype Reader() {
-  byte n, d, round, over, x_tx, x_val, x_uo, x_uk, x_uv, k, v, snap, first_a;
+  byte n, d, round, over, x_tx, x_val, x_uo, x_uk, x_uv, k, v, snap, start, first_a;
   bit x_ex, x_dlg, x_del, x_gone, have_a, got;
   bit r_ex, r_done; byte r_st, r_wk, r_wv;
   do
   :: n < READS ->
      d = ((n % 2) == 0 -> DA : DB);
      round = 0; over = 0; got = 0;
+     start = COMBITS;   /* committed before the read began: the read must show them */
      do
      :: round < 4 ->
         atomic {
@@ -1067,7 +1069,9 @@ proctype Reader() {
            if
            :: (!r_ex || r_done) -> over = x_tx; round++
            :: (r_ex && !r_done && r_st == S_COMM) ->   /* the new image */
-              k = (x_dlg -> K_DEL : K_LIVE); v = x_val; got = 1; break
+              k = (mut == M_READER_OLD -> r_wk : (x_dlg -> K_DEL : K_LIVE));
+              v = (mut == M_READER_OLD -> r_wv : x_val);
+              got = 1; break
            :: (r_ex && !r_done && r_st != S_COMM) ->   /* the pre-image */
               k = (mut == M_READER_NEW -> (x_dlg -> K_DEL : K_LIVE) : r_wk);
               v = (mut == M_READER_NEW -> x_val : r_wv);
@@ -1080,12 +1084,17 @@ proctype Reader() {
      :: got ->
         d_step {
           if
+          /* Nothing of a transaction not committed by the end of the read (snap), everything
+           * of one committed before it began (start), and no going back on an earlier read. */
           :: d == DA ->
              read_committed_ok = (k == K_LIVE && (v & (3 - snap)) == 0 &&
+                                  (v & start) == start &&
                                   (!have_a || (first_a & v) == first_a))
           :: else ->
              read_committed_ok = ((k != K_LIVE || (v == 1 && (snap & 1))) &&
-                                  (k != K_DEL || (snap & 2)))
+                                  (k != K_DEL || (snap & 2)) &&
+                                  (!(start & 2) || k != K_LIVE) &&
+                                  (!((start & 1) && !(snap & 2)) || (k == K_LIVE && v == 1)))
           fi;
           assert(!ON(P_READ) || read_committed_ok);
           if
