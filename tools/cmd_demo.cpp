@@ -356,7 +356,8 @@ void AddDemo(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(2, 1'000'000));
   cmd->add_option("--threads", flags->threads, "Worker threads running transfers")
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--duration", flags->duration_s, "Time of transfers (10s, 500ms, 1m; 100ms to 24h)")
+  cmd->add_option("--duration", flags->duration_s,
+                  "Time of transfers (10s, 500ms, 1m; 100ms to 24h)")
       ->transform(CLI::Validator([](std::string& s) -> std::string {
         auto d = ParseDuration(s);
         if (!d.ok()) return d.status().message();

@@ -10,7 +10,8 @@
 //   (c) apply a write and then lose its reply (kUnknown: the write landed);
 //   (d) delay operations by up to max_delay (through the options' clock).
 // Faults are chosen per call by `rule` if set, otherwise at random with the given
-// probabilities. Reads (Get, Scan, ListCollections) may be failed transiently or delayed, never lose replies.
+// probabilities. Reads (Get, Scan, ListCollections) may be failed transiently or delayed, never
+// lose replies.
 //
 // SimulatedCrash is the one exception litetx code may see: it is a test device, thrown only by
 // this class in kThrow mode, and the engine is exception-safe against it (RAII only).
@@ -77,9 +78,9 @@ struct FaultOptions {
   // Clock used for delays; null means SystemClock().
   std::shared_ptr<Clock> clock;
   // If set, decides the fault of every call instead of the probabilities: it gets the
-  // operation, the key ({collection, ""} for Scan, {"", ""} for ListCollections) and the call's index (counted from 1 over
-  // all operations). Called without the store's lock, possibly from several threads at once:
-  // a rule with mutable state must synchronise it.
+  // operation, the key ({collection, ""} for Scan, {"", ""} for ListCollections) and the
+  // call's index (counted from 1 over all operations). Called without the store's lock,
+  // possibly from several threads at once: a rule with mutable state must synchronise it.
   std::function<Fault(StoreOp op, const Key& key, std::uint64_t index)> rule;
 };
 
