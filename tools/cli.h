@@ -81,9 +81,6 @@ struct Context {
   std::string log_level = "warn";
   // --sync: LMDB durability for this process: durable, nometasync, nosync.
   std::string lmdb_sync = "durable";
-  // Whether OpenStore may create a missing LMDB directory. Commands that only read or repair
-  // set it to false, so that a mistyped path is an error instead of a new empty store.
-  bool create_store = true;
   // Set by the chosen subcommand's callback; returns the exit code.
   std::function<int()> run;
 };
@@ -121,7 +118,10 @@ Options EngineOptions(const Context& ctx);
 // *exit_code set: kExitUsage for a malformed URI (or a Redis URI in a build without Redis)
 // or LITETX_FAULTS; kExitStore when the store cannot be opened (for Redis: the server cannot
 // be reached, refuses the setup, is not a cluster node...), with the store's message.
+// OpenStore creates a missing LMDB directory; OpenExistingStore, for the commands that only
+// read or repair, fails instead, so that a mistyped path is an error and not a new empty store.
 std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code);
+std::shared_ptr<Store> OpenExistingStore(const Context& ctx, int* exit_code);
 
 // Parses LITETX_FAULTS: comma-separated items crash-after-writes:K, transient:P,
 // lost-reply:P, seed:N, exit-code:N, and two scripted faults (docs/cli.md):

@@ -527,7 +527,9 @@ Result<FaultOptions> ParseFaults(const std::string& spec) {
   return f;
 }
 
-std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
+namespace {
+
+std::shared_ptr<Store> Open(const Context& ctx, bool create_if_missing, int* exit_code) {
   const std::string& uri = ctx.store_uri;
   std::shared_ptr<Store> store;
   auto cannot_open = [&](const Status& s) {
@@ -540,7 +542,7 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
     std::string path = uri.substr(5);
     if (path.empty()) path = kDefaultLmdbPath;
     LmdbOptions lo;
-    lo.create_if_missing = ctx.create_store;
+    lo.create_if_missing = create_if_missing;
     if (ctx.lmdb_sync == "nometasync") lo.durability = LmdbDurability::kNoMetaSync;
     if (ctx.lmdb_sync == "nosync") lo.durability = LmdbDurability::kNoSync;
     auto opened = LmdbStore::Open(path, lo);
@@ -588,6 +590,16 @@ std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
     store = std::make_shared<FaultInjectingStore>(store, *faults);
   }
   return store;
+}
+
+}  // namespace
+
+std::shared_ptr<Store> OpenStore(const Context& ctx, int* exit_code) {
+  return Open(ctx, /*create_if_missing=*/true, exit_code);
+}
+
+std::shared_ptr<Store> OpenExistingStore(const Context& ctx, int* exit_code) {
+  return Open(ctx, /*create_if_missing=*/false, exit_code);
 }
 
 namespace {

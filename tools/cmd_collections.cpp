@@ -118,9 +118,8 @@ Result<std::vector<std::string>> AllCollections(Store& store) {
 }
 
 int RunList(Context& ctx, const ListArgs& args) {
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   auto names = AllCollections(*store);
@@ -154,9 +153,8 @@ int RunList(Context& ctx, const ListArgs& args) {
 
 int RunCount(Context& ctx, const CountArgs& args) {
   if (Status s = ValidateName(args.name); !s.ok()) return Fail(kExitUsage, s.message());
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   json::object o;
@@ -197,9 +195,8 @@ int RunDropEngine(Context& ctx, const DropArgs& args) {
                             "); nothing done");
   }
   CatchSignals();
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   auto list = db.ListTransactions();
@@ -263,9 +260,8 @@ int RunDrop(Context& ctx, const DropArgs& args) {
     return Fail(kExitUsage, "--busy-timeout: " + busy_timeout.status().message());
   }
   CatchSignals();  // before OpenStore and the Database start any thread
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Options options = EngineOptions(ctx);
   options.busy_timeout = *busy_timeout;

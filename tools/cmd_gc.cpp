@@ -79,9 +79,8 @@ int RunGc(Context& ctx, const GcArgs& args) {
   if (!args.outcome_retention.empty()) co.outcome_retention = *ParseDuration(args.outcome_retention);
 
   CatchSignals();  // before the store and the collector start any thread
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
 
   if (args.once) {

@@ -58,9 +58,8 @@ int ReadFailure(const std::string& what, const Status& s) {
 int RunGet(Context& ctx, const GetArgs& args) {
   if (Status s = ValidateCollection(args.collection); !s.ok()) return Fail(kExitUsage, s.message());
   if (Status s = ValidateId(args.id); !s.ok()) return Fail(kExitUsage, s.message());
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   ReadOptions ro;
@@ -73,9 +72,8 @@ int RunGet(Context& ctx, const GetArgs& args) {
 
 int RunScan(Context& ctx, const ScanArgs& args) {
   if (Status s = ValidateCollection(args.collection); !s.ok()) return Fail(kExitUsage, s.message());
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   json::array docs;
@@ -107,9 +105,8 @@ int RunScan(Context& ctx, const ScanArgs& args) {
 }
 
 int RunTxns(Context& ctx, const TxnsArgs& args) {
-  ctx.create_store = false;
   int code = kExitOk;
-  auto store = OpenStore(ctx, &code);
+  auto store = OpenExistingStore(ctx, &code);
   if (!store) return code;
   Database db(store, EngineOptions(ctx));
   auto list = db.ListTransactions();
