@@ -84,6 +84,11 @@ FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> target, FaultOpt
 
 // ---- operations -------------------------------------------------------------------------------
 
+std::vector<BatchResult> FaultInjectingStore::Batch(std::span<const BatchOp> ops) {
+  // Every operation is decided, counted and possibly crashed on its own, as its single call.
+  return Store::Batch(ops);
+}
+
 Result<std::optional<StoredDocument>> FaultInjectingStore::Get(const Key& key) {
   ThrowIfCrashed();
   Fault f = Decide(StoreOp::kGet, key);
@@ -222,6 +227,7 @@ Fault FaultInjectingStore::Decide(StoreOp op, const Key& key) {
 }
 
 void FaultInjectingStore::Delay() {
+  if (options_.round_trip_delay.count() > 0) options_.clock->SleepFor(options_.round_trip_delay);
   if (options_.max_delay.count() <= 0) return;
   // count() is a positive int64, so bound + 1 cannot overflow.
   auto bound = static_cast<std::uint64_t>(options_.max_delay.count());

@@ -75,6 +75,9 @@ struct FaultOptions {
   double lost_reply_probability = 0.0;
   // Each operation sleeps a random time in [0, max_delay] through `clock` before it runs.
   std::chrono::microseconds max_delay{0};
+  // Each call (a single operation, or a whole Batch) sleeps this long through `clock` before it
+  // runs, as a network round trip would: a model of a networked store for benchmarks.
+  std::chrono::microseconds round_trip_delay{0};
   // Clock used for delays; null means SystemClock().
   std::shared_ptr<Clock> clock;
   // If set, decides the fault of every call instead of the probabilities: it gets the
@@ -97,6 +100,7 @@ class FaultInjectingStore final : public ForwardingStore {
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override;
   Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
 
   // Writes that reached the target and succeeded so far.
   std::uint64_t writes() const;

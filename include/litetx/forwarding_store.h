@@ -1,7 +1,7 @@
 // litetx/forwarding_store.h — a Store that forwards every call to another Store.
 //
 // Derive from it to change one operation (a test that fails Replace once, a wrapper that
-// counts or logs) and inherit the rest. It does not own the target unless given a shared_ptr
+// counts or logs) and inherit the rest; Batch goes through the single calls (see below). It does not own the target unless given a shared_ptr
 // that it keeps alive.
 //
 // Thread safety: as thread-safe as the target and the overriding code.
@@ -36,7 +36,20 @@ class ForwardingStore : public Store {
     return target_->ListCollections(cursor, limit);
   }
 
+  // Runs the operations one by one through this object's single calls (Store::Batch), so that
+  // a subclass overriding Get, Create, Replace or Erase sees every operation of a batch too.
+  // A subclass that changes no single call can forward whole batches with ForwardBatch.
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override {
+    return Store::Batch(ops);
+  }
+
   Store& target() { return *target_; }
+
+ protected:
+  // The whole batch to the target, in one call (keeping the target's round-trip savings).
+  std::vector<BatchResult> ForwardBatch(std::span<const BatchOp> ops) {
+    return target_->Batch(ops);
+  }
 
  private:
   std::shared_ptr<Store> target_;

@@ -26,8 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/json/object.hpp>
@@ -66,6 +68,41 @@ struct CollectionPage {
   std::vector<std::string> names;
   // Pass back to ListCollections to continue; empty when the listing is complete.
   std::string next_cursor;
+};
+
+// One operation of a Store::Batch call: the arguments of one Get, Create, Replace or Erase.
+struct BatchOp {
+  enum class Type : std::uint8_t { kGet, kCreate, kReplace, kErase };
+
+  Type type = Type::kGet;
+  Key key;
+  // kReplace, kErase: the revision the compare-and-swap expects. Ignored otherwise.
+  Revision expected = 0;
+  // kCreate, kReplace: the value to write. Not owned: it must outlive the Batch call.
+  // REQUIRES: non-null for kCreate and kReplace.
+  const boost::json::object* value = nullptr;
+
+  static BatchOp Get(Key key) { return {Type::kGet, std::move(key), 0, nullptr}; }
+  static BatchOp Create(Key key, const boost::json::object& value) {
+    return {Type::kCreate, std::move(key), 0, &value};
+  }
+  static BatchOp Replace(Key key, Revision expected, const boost::json::object& value) {
+    return {Type::kReplace, std::move(key), expected, &value};
+  }
+  static BatchOp Erase(Key key, Revision expected) {
+    return {Type::kErase, std::move(key), expected, nullptr};
+  }
+  bool is_write() const { return type != Type::kGet; }
+};
+
+// The outcome of one operation of a batch: exactly what the single call would have returned.
+struct BatchResult {
+  // The operation's status, with the single call's error contract (see Store below).
+  Status status;
+  // kGet with an OK status: the document, or std::nullopt if the key is absent.
+  std::optional<StoredDocument> document;
+  // kCreate and kReplace with an OK status: the new revision.
+  Revision revision = 0;
 };
 
 class Store {
@@ -113,6 +150,21 @@ class Store {
   //                      COUNT 1000, never blocking the server for long), whatever `limit` is.
   //   RedisClusterStore  the same SCAN on every master.
   virtual Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) = 0;
+
+  // Runs several independent single-document operations together and returns one result per
+  // operation, in the order given (an empty batch returns an empty vector). Each operation
+  // behaves exactly as its single call (Get, Create, Replace, Erase) would, with the same
+  // error contract, and is atomic on its own document; nothing is atomic across them: any
+  // subset of the writes may land, in any order, whatever the others' outcomes, and a failure
+  // of the connection can leave writes kUnknown and reads kUnavailable. Two operations on the
+  // same key run in an unspecified order (the engine never sends such a batch).
+  //
+  // What a batch buys is round trips: the default implementation (stores/store.cpp) runs the
+  // operations one after another through the single calls, so every store supports Batch;
+  // the shipped stores override it: LmdbStore runs a batch in one LMDB transaction (writes
+  // from concurrent callers are group-committed, one fsync for many), RedisStore pipelines it
+  // (one round trip), RedisClusterStore pipelines to each node, all nodes in parallel.
+  virtual std::vector<BatchResult> Batch(std::span<const BatchOp> ops);
 };
 
 }  // namespace litetx
