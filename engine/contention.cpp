@@ -1,5 +1,6 @@
 #include "engine/contention.h"
 
+#include "engine/finisher.h"
 #include "engine/record.h"
 #include "engine/repair.h"
 #include "litetx/document.h"
@@ -22,6 +23,11 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
                              const Waiter& waiter) {
   Blocker b;
   b.who = "transaction " + holder;
+  if (env.finisher != nullptr && env.finisher->HelpFinish(holder, env.options.busy_timeout)) {
+    // Committed here and still being finished by this Database: done now, look again.
+    b.settled = true;
+    return b;
+  }
   const Key record_key{std::string(kTransactionsCollection), holder};
   auto rg = GetWithRetry(env, record_key);
   if (!rg.ok()) return rg.status();
@@ -83,10 +89,18 @@ bool Older(std::int64_t a_priority, std::string_view a_id, std::int64_t b_priori
 }
 
 Result<std::optional<StoredDocument>> AwaitFree(const Env& env, const Key& key,
-                                                const Waiter& waiter, Need need) {
+                                                const Waiter& waiter, Need need,
+                                                Prefetched first, bool* waited) {
   Backoff backoff(env.clock, env.options.busy_backoff);
-  for (;;) {
-    auto r = GetWithRetry(env, key);
+  for (bool look = false;; look = true) {
+    if (look && waited != nullptr) *waited = true;
+    Result<std::optional<StoredDocument>> r = Status::Unavailable("");
+    if (first.has_value()) {
+      r = std::move(*first);
+      first.reset();
+    } else {
+      r = GetWithRetry(env, key);
+    }
     if (!r.ok() || !r->has_value()) return r;
     auto meta = DecodeMeta((*r)->value);
     if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());

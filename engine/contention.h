@@ -44,10 +44,17 @@ enum class Need : std::uint8_t {
 bool Older(std::int64_t a_priority, std::string_view a_id, std::int64_t b_priority,
            std::string_view b_id);
 
-// Reads `key` until it is free for `need` by `waiter`, applying the policy above. Returns the
-// document (std::nullopt if absent), or kBusy (timeout, or wait-die), kUnavailable,
-// kCorruption.
+// A read of the document made just before (in a batch with others): AwaitFree takes it as its
+// first look instead of reading again.
+using Prefetched = std::optional<std::optional<StoredDocument>>;
+
+// Reads `key` until it is free for `need` by `waiter`, applying the policy above. `first`, if
+// set, is taken as the first read. Returns the document (std::nullopt if absent), or kBusy
+// (timeout, or wait-die), kUnavailable, kCorruption. `*waited` (if given) is set when the
+// document was not free at the first look (the result comes from a later read).
 Result<std::optional<StoredDocument>> AwaitFree(const Env& env, const Key& key,
-                                                const Waiter& waiter, Need need);
+                                                const Waiter& waiter, Need need,
+                                                Prefetched first = std::nullopt,
+                                                bool* waited = nullptr);
 
 }  // namespace litetx::engine

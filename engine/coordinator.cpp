@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "engine/contention.h"
+#include "engine/finisher.h"
 #include "engine/lease_keeper.h"
 #include "engine/meta.h"
 #include "engine/record.h"
@@ -70,7 +71,14 @@ class CommitRun {
  private:
   // Reads the document (under the contention policy) and evaluates the action on it.
   // one_write: the one-write path, which needs only the final image.
-  Status PrepareSlot(Slot& slot, bool one_write = false);
+  // first: a read of the document made just before (see AwaitFree); *waited is set if the
+  // document was not free at that look.
+  Status PrepareSlot(Slot& slot, bool one_write = false, Prefetched first = std::nullopt,
+                     bool* waited = nullptr);
+  // Reads every document in one batch, then prepares each slot in action order.
+  Status PrepareAll();
+  // Reads the documents of `slots` (indexes into slots_) in one batch.
+  std::vector<Prefetched> ReadBatch(const std::vector<std::size_t>& slots);
   Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   Status WriteRecord();
@@ -78,13 +86,18 @@ class CommitRun {
   // it. check_size: kInvalidArgument if it would exceed Options::max_record_bytes.
   // REQUIRES: record_mu_ held (UpdateRecord).
   Status ReplaceRecord(const std::function<bool(TxnRecord&)>& change, bool check_size);
-  Status ApplyOne(Slot& slot);
+  // Sends every apply in one batch, then settles each one that did not land (ApplyOne).
+  Status ApplyAll();
+  // Applies one document; `first` is the failure of its apply in the batch, if any (the
+  // write was sent: it is not sent again before being looked at).
+  Status ApplyOne(Slot& slot, Status first = Status::Ok());
   Status Reacquire(Slot& slot);
   Status RevalidateChecks();
   Status CommitPoint();
   Status FlipToCommitted();
+  // Hands the finishing (references cleared, tombstones, outcome marker) to the Database's
+  // finisher, or does it here if there is none or its queue is full.
   void Finish();
-  bool FinishOne(Slot& slot);
   Status KeepLease();
   void Renew();  // the lease keeper's renewal (its own thread)
   // True if the record's GC timestamp is more than `more_than_ms` away and no claim was seen.
@@ -96,7 +109,7 @@ class CommitRun {
   // If `stored` is exactly the record write whose reply was lost (in_doubt_), adopts it as
   // the record as we know it (it landed after all) and returns true.
   bool AdoptInDoubt(const StoredDocument& stored);
-  void MarkDone(TxnState state, Retry& retry);
+
   Status Rollback(Status reason);
   bool MarkAborted(Retry& retry);
   bool ReverseOne(Slot& slot, Retry& retry);
@@ -127,9 +140,10 @@ class CommitRun {
   LeaseKeeper::Handle renewal_;
 };
 
-Status CommitRun::PrepareSlot(Slot& slot, bool one_write) {
+Status CommitRun::PrepareSlot(Slot& slot, bool one_write, Prefetched first, bool* waited) {
   Waiter waiter{id_, priority_ms_, holding_locks_};
-  auto cur = AwaitFree(env_, slot.action->key, waiter, slot.is_write() ? Need::kWrite : Need::kCheck);
+  auto cur = AwaitFree(env_, slot.action->key, waiter,
+                       slot.is_write() ? Need::kWrite : Need::kCheck, std::move(first), waited);
   if (!cur.ok()) return cur.status();
   auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version,
                    FirstVersion(env_.clock.NowMillis()), one_write);
@@ -138,6 +152,36 @@ Status CommitRun::PrepareSlot(Slot& slot, bool one_write) {
   slot.existed = cur->has_value();
   slot.read_revision = slot.existed ? (*cur)->revision : 0;
   return slot.is_write() ? CheckSize(slot) : Status::Ok();
+}
+
+std::vector<Prefetched> CommitRun::ReadBatch(const std::vector<std::size_t>& which) {
+  std::vector<BatchOp> ops;
+  ops.reserve(which.size());
+  for (std::size_t i : which) ops.push_back(BatchOp::Get(slots_[i].action->key));
+  std::vector<BatchResult> results = env_.store.Batch(ops);
+  std::vector<Prefetched> out(which.size());
+  for (std::size_t i = 0; i < which.size() && i < results.size(); ++i) {
+    // A failed read is simply not used: that document is read again on its own.
+    if (results[i].status.ok()) out[i] = std::move(results[i].document);
+  }
+  return out;
+}
+
+Status CommitRun::PrepareAll() {
+  std::vector<std::size_t> all(slots_.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<Prefetched> reads = ReadBatch(all);
+  // Once one document had to be waited for, the batch's later reads are old: those documents
+  // are read again, so that their applies do not meet changes made during the wait.
+  bool fresh = true;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    bool waited = false;
+    Status st = PrepareSlot(slots_[i], /*one_write=*/false,
+                            fresh ? std::move(reads[i]) : Prefetched{}, &waited);
+    if (!st.ok()) return st;
+    fresh = fresh && !waited;
+  }
+  return Status::Ok();
 }
 
 Status CommitRun::CheckSize(const Slot& slot) const {
@@ -170,17 +214,12 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
   for (const Slot& s : slots_) writes += s.is_write() ? 1 : 0;
   if (slots_.size() == 1 && writes == 1) return OnePhase(slots_[0]);
 
-  for (Slot& s : slots_) {
-    if (Status st = PrepareSlot(s); !st.ok()) return st;
-  }
+  if (Status st = PrepareAll(); !st.ok()) return st;
   if (writes == 0) return Info();  // only checks: validated, nothing to write
 
   if (Status st = WriteRecord(); !st.ok()) return st;
   if (env_.leases != nullptr) renewal_ = env_.leases->Register([this] { Renew(); });
-  for (Slot& s : slots_) {
-    if (!s.is_write()) continue;
-    if (Status st = ApplyOne(s); !st.ok()) return Rollback(std::move(st));
-  }
+  if (Status st = ApplyAll(); !st.ok()) return Rollback(std::move(st));
   if (writes != slots_.size()) {
     if (Status st = RevalidateChecks(); !st.ok()) return Rollback(std::move(st));
   }
@@ -191,8 +230,9 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
     return point;
   }
   if (!point.ok()) return Rollback(std::move(point));
+  CommitInfo info = Info();
   Finish();
-  return Info();
+  return info;
 }
 
 Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
@@ -441,14 +481,52 @@ Status CommitRun::Reacquire(Slot& slot) {
   return Status::Ok();
 }
 
-Status CommitRun::ApplyOne(Slot& slot) {
-  const Key& key = slot.action->key;
+Status CommitRun::ApplyAll() {
   if (Status s = KeepLease(); !s.ok()) return s;
+  std::vector<BatchOp> ops;
+  std::vector<Slot*> sent;
+  for (Slot& s : slots_) {
+    if (!s.is_write()) continue;
+    s.sent = true;
+    const Key& key = s.action->key;
+    ops.push_back(s.existed ? BatchOp::Replace(key, s.read_revision, s.prep.held)
+                            : BatchOp::Create(key, s.prep.held));
+    sent.push_back(&s);
+  }
+  std::vector<BatchResult> results = env_.store.Batch(ops);
+  std::vector<std::pair<Slot*, Status>> failed;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    if (i < results.size() && results[i].status.ok()) {
+      sent[i]->landed = true;
+      sent[i]->held_revision = results[i].revision;
+    } else {
+      failed.emplace_back(sent[i], i < results.size() ? std::move(results[i].status)
+                                                      : Status::Unknown("no reply"));
+    }
+  }
+  // In action order, as the pre-reads waited: a document that changed is waited for and
+  // evaluated again, a lost reply looked at, a transient failure sent again.
+  for (auto& [slot, status] : failed) {
+    if (Status st = ApplyOne(*slot, std::move(status)); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status CommitRun::ApplyOne(Slot& slot, Status first) {
+  const Key& key = slot.action->key;
   Retry retry = ForwardRetry();
   int reacquired = 0;
+  bool have_first = !first.ok();
   for (;;) {
-    slot.sent = true;
-    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.held);
+    Result<Revision> w = Status::Unavailable("");
+    if (have_first) {
+      w = std::move(first);
+      have_first = false;
+    } else {
+      if (Status s = KeepLease(); !s.ok()) return s;
+      slot.sent = true;
+      w = WriteAt(env_.store, key, slot.existed, slot.read_revision, slot.prep.held);
+    }
     if (w.ok()) {
       slot.landed = true;
       slot.held_revision = *w;
@@ -498,9 +576,15 @@ Status CommitRun::ApplyOne(Slot& slot) {
 }
 
 Status CommitRun::RevalidateChecks() {
-  for (Slot& s : slots_) {
-    if (s.is_write()) continue;
-    auto cur = AwaitFree(env_, s.action->key, Waiter{id_, priority_ms_, true}, Need::kCheck);
+  std::vector<std::size_t> checks;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].is_write()) checks.push_back(i);
+  }
+  std::vector<Prefetched> reads = ReadBatch(checks);
+  for (std::size_t j = 0; j < checks.size(); ++j) {
+    Slot& s = slots_[checks[j]];
+    auto cur = AwaitFree(env_, s.action->key, Waiter{id_, priority_ms_, true}, Need::kCheck,
+                         std::move(reads[j]));
     if (!cur.ok()) return cur.status();
     auto p = Prepare(*s.action, *cur, id_, env_.options.default_schema_version,
                      FirstVersion(env_.clock.NowMillis()));
@@ -579,49 +663,19 @@ Status CommitRun::FlipToCommitted() {
 }
 
 void CommitRun::Finish() {
-  bool all = true;
+  FinishJob job;
+  job.txn_id = id_;
+  job.record_key = record_key_;
+  job.record_revision = record_revision_;
+  job.record = std::move(record_);
+  job.record.actions.clear();  // the marker has none
+  job.record_settled = record_settled_;
   for (Slot& s : slots_) {
-    if (s.is_write()) all = FinishOne(s) && all;
+    if (!s.is_write()) continue;
+    job.docs.push_back({s.action->key, s.held_revision, std::move(s.prep.final)});
   }
-  if (!all) {
-    env_.log.warn("txn {}: committed, but some documents still carry its reference; left for "
-                  "the collector", id_);
-    return;
-  }
-  if (record_settled_) return;  // a collector already wrote the marker
-  Retry retry = ForwardRetry();
-  MarkDone(TxnState::kCommitted, retry);
-}
-
-bool CommitRun::FinishOne(Slot& slot) {
-  const Key& key = slot.action->key;
-  Retry retry = ForwardRetry();
-  json::object final = slot.prep.final;
-  StampTombstoneTime(final, env_.clock.NowMillis());
-  Revision rev = slot.held_revision;
-  for (;;) {
-    auto r = env_.store.Replace(key, rev, final);
-    if (r.ok()) return true;
-    if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
-      auto g = GetWithRetry(env_, key);
-      if (g.ok()) {
-        if (!g->has_value()) return true;
-        auto m = DecodeMeta((*g)->value);
-        if (!m.ok()) {
-          env_.log.error("txn {}: {}: {}", id_, Where(key), m.status().message());
-          return false;
-        }
-        if (m->txn != id_) return true;  // finished (by us or by a collector)
-        final = Finished((*g)->value, *m);
-        StampTombstoneTime(final, env_.clock.NowMillis());
-        rev = (*g)->revision;
-      }
-    } else if (r.code() != Code::kUnavailable) {
-      env_.log.error("txn {}: finishing {}: {}", id_, Where(key), r.status().ToString());
-      return false;
-    }
-    if (!retry.Next()) return false;
-  }
+  if (env_.finisher != nullptr && env_.finisher->Submit(job)) return;
+  FinishTransaction(env_, job);
 }
 
 bool CommitRun::AdoptInDoubt(const StoredDocument& stored) {
@@ -634,45 +688,6 @@ bool CommitRun::AdoptInDoubt(const StoredDocument& stored) {
   record_ = std::move(rec).value();
   in_doubt_.clear();  // the others were sent at the old revision: they can no longer land
   return true;
-}
-
-void CommitRun::MarkDone(TxnState state, Retry& retry) {
-  TxnRecord settled = record_;
-  settled.state = state;
-  json::object value = EncodeRecord(OutcomeMarker(settled, env_.clock.NowMillis()));
-  for (;;) {
-    auto r = env_.store.Replace(record_key_, record_revision_, value);
-    if (r.ok()) return;
-    Status s = r.status();
-    if (s.code() == Code::kConflict || s.code() == Code::kUnknown) {
-      auto g = GetWithRetry(env_, record_key_);
-      if (g.ok() && !g->has_value()) return;  // purged already
-      if (g.ok()) {
-        auto rec = DecodeRecord((*g)->value);
-        if (!rec.ok()) {
-          env_.log.error("txn {}: record unreadable while marking it done: {}", id_,
-                         rec.status().message());
-          return;
-        }
-        if (rec->done) return;  // marked: by us (lost reply) or by a collector
-        if (rec->state != state) {
-          // Never write the marker of another outcome than the one the record holds.
-          env_.log.error("txn {}: record is {}, not {}; not marking it done", id_,
-                         TxnStateName(rec->state), TxnStateName(state));
-          return;
-        }
-        // Committed or aborted is final, and a marker of that same outcome may be written over
-        // it by anyone; built from the record as stored, so it keeps who aborted it.
-        record_revision_ = (*g)->revision;
-        value = EncodeRecord(OutcomeMarker(*rec, env_.clock.NowMillis()));
-      }
-    }
-    if (!retry.Next()) {
-      env_.log.warn("txn {}: could not mark its record done ({}); left for the collector", id_,
-                    s.ToString());
-      return;
-    }
-  }
 }
 
 Status CommitRun::Rollback(Status reason) {
@@ -702,7 +717,8 @@ Status CommitRun::Rollback(Status reason) {
     env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
   } else if (!record_settled_) {
     // Never overwrite a marker a collector already wrote: it names who rolled us back.
-    MarkDone(TxnState::kAborted, retry);
+    WriteOutcomeMarker(env_, id_, record_key_, record_revision_, record_, TxnState::kAborted,
+                       retry);
   }
   return reason;
 }

@@ -6,6 +6,7 @@
 
 #include "engine/coordinator.h"
 #include "engine/env.h"
+#include "engine/finisher.h"
 #include "engine/lease_keeper.h"
 #include "engine/reads.h"
 #include "engine/record.h"
@@ -30,11 +31,21 @@ Database::Database(std::shared_ptr<Store> store, Options options)
     auto period = std::max(options_.lease / 4, std::chrono::milliseconds{1});
     leases_ = std::make_unique<engine::LeaseKeeper>(period, *options_.logger);
   }
-  coordinator_ = std::make_unique<engine::Coordinator>(
-      engine::Env{*store_, options_, *options_.clock, *options_.logger, leases_.get()});
+  engine::Env env{*store_, options_, *options_.clock, *options_.logger, leases_.get()};
+  if (options_.finish_in_background) {
+    finisher_ = std::make_unique<engine::Finisher>(
+        engine::Env{*store_, options_, *options_.clock, *options_.logger},
+        options_.finisher_threads, options_.finisher_queue);
+    env.finisher = finisher_.get();
+  }
+  coordinator_ = std::make_unique<engine::Coordinator>(env);
 }
 
 Database::~Database() = default;
+
+void Database::Flush() {
+  if (finisher_) finisher_->Drain();
+}
 
 Result<CommitInfo> Database::Commit(const Transaction& txn) { return coordinator_->Commit(txn); }
 

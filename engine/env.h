@@ -17,6 +17,7 @@
 namespace litetx::engine {
 
 class LeaseKeeper;
+class Finisher;
 
 struct Env {
   Store& store;
@@ -24,6 +25,8 @@ struct Env {
   Clock& clock;
   spdlog::logger& log;
   LeaseKeeper* leases = nullptr;  // renews leases in the background; null: none (collectors)
+  Finisher* finisher = nullptr;   // finishes committed transactions in the background; null:
+                                  // the committing thread finishes them before returning
 };
 
 // The logger of a Database or Collector whose options name none: one per process, named

@@ -314,6 +314,7 @@ int main() {
     litetx::Database db(stores[i], options);
     WriteTransactions(db);
     RunTransfers(db);
+    db.Flush();  // the raw read below expects every committed transaction finished
     ReadDocuments(db);
     RunCollector(stores[i], options);
     spdlog::drop("litetx");

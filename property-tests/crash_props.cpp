@@ -256,6 +256,7 @@ void LostRepliesProperty(UnknownShares& shares, const StoreFactory& store) {
   auto link = std::make_shared<LossyLink>(faulty, ~f.seed, p_lost_on_way);
   litetx::Database db(link, TestOptions(clock));
   auto r = db.Commit(BuildTxn(*mem, s));
+  db.Flush();  // the background finish is part of the run (and keeps the fault draws in order)
   const bool reached = watch->committed();
   RC_LOG() << s.Describe() << " fault seed=" << f.seed << " p_transient=" << f.transient_probability
            << " p_lost=" << f.lost_reply_probability << " p_lost_on_the_way=" << p_lost_on_way
@@ -378,6 +379,9 @@ struct AllAtOnceRun {
   RecordSeen record = RecordSeen::kNone;  // the record once the coordinator stopped
   std::array<int, StepTally::kSteps> lost{};
   int lost_on_way = 0;  // the coordinator's writes lost on the way (LossyLink)
+  // The coordinator's process crashed: in Commit (no result) or, after Commit returned, on the
+  // finisher thread (the result is the answer the caller got).
+  bool crashed = false;
   bool gc_crashed = false;
   std::uint64_t gc_writes = 0;
   std::string failure;  // "" if the end state is right
@@ -408,6 +412,7 @@ AllAtOnceRun RunAllAtOnce(const Scenario& s, const Oracle& o, const AllAtOnce& p
     run.result = db.Commit(txn);
   } catch (const litetx::SimulatedCrash&) {
   }
+  run.crashed = faulty->crashed();
   run.coordinator_writes = faulty->writes();
   run.reached = watch->committed();
   run.commit_write = watch->commit_write();
@@ -527,14 +532,15 @@ void AllAtOnceProperty(AllAtOnceShares& shares) {
   RC_ASSERT(counted.failure == "");
   RC_ASSERT(run.failure == "");
   // The crash points were inside the writes counted, and the runs agree up to them.
-  RC_ASSERT(run.result.has_value() == (k > wc));
+  RC_ASSERT(run.crashed == (k <= wc));
+  RC_ASSERT(run.crashed || run.result.has_value());
   RC_ASSERT(run.gc_crashed == (j <= wg));
   RC_ASSERT(run.gc_writes == std::min(j, wg));
   RC_ASSERT(run.coordinator_writes == counted.coordinator_writes);
   RC_ASSERT(run.reached == counted.reached);
 
   ++shares.cases;
-  const bool crashed = !run.result.has_value();
+  const bool crashed = run.crashed;
   if (crashed && !run.reached) ++shares.crash_before_flip;
   if (crashed && run.reached) ++shares.crash_after_flip;
   if (run.gc_crashed && run.record == RecordSeen::kCommitted) ++shares.gc_crash_finishing;

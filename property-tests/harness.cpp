@@ -343,6 +343,7 @@ Oracle RunOracle(const Scenario& s) {
   auto interfering = std::make_shared<InterferingStore>(watch, mem, s, clock);
   litetx::Database db(interfering, TestOptions(clock));
   auto r = db.Commit(BuildTxn(*mem, s));
+  db.Flush();  // the finisher's writes are part of the run
   o.interfered = interfering->interfered();
   interfering->InterfereNow();  // if the run never reached the trigger
   o.code = r.code();
@@ -406,7 +407,10 @@ CrashReport RunCrashCase(const Scenario& s, const Oracle& o, const CrashCase& c)
     } catch (const litetx::SimulatedCrash&) {
       rep.coordinator_crashed = true;
     }
-  }
+  }  // the Database's destructor waits for its finisher, which may crash too
+  // A crash on the finisher thread, after Commit returned, is a crash of the coordinator's
+  // process after its commit point: the collector must finish what the finisher left.
+  rep.coordinator_crashed = rep.coordinator_crashed || faulty->crashed();
   rep.coordinator_writes = faulty->writes();
   rep.commit_point = watch->committed();
   rep.record = ObserveRecord(*mem);

@@ -488,14 +488,14 @@ TEST_F(CollectorTest, LeaseExtensionKeepsALiveTransactionFromTheCollector) {
     if (c.op == Op::kCreate && c.on_record()) {
       id = c.key.id;
       original_gc_at = c.value->at("gc_at").to_number<std::int64_t>();
+      // Between the record create and the applies, 60% of the lease passes.
+      clock->Advance(6s);
     }
-    // Between the first and the second apply, 60% of the lease passes.
-    if (c.op == Op::kReplace && c.key == Key{"c", "a"} && c.nth == 1) clock->Advance(6s);
     return std::nullopt;
   };
   hook->before = [&](const Call& c) -> std::optional<Status> {
-    if (c.op == Op::kReplace && c.key == Key{"c", "b"} && c.nth == 1) {
-      // KeepLease ran before this apply: the record's gc_at moved out.
+    if (c.op == Op::kReplace && c.key == Key{"c", "a"} && c.nth == 1) {
+      // KeepLease ran before the applies: the record's gc_at moved out.
       auto rec = RecordOf(*mem, id);
       EXPECT_TRUE(rec.has_value());
       if (rec) {
@@ -509,7 +509,6 @@ TEST_F(CollectorTest, LeaseExtensionKeepsALiveTransactionFromTheCollector) {
       during = gc.stats();
       auto still = RecordOf(*mem, id);
       EXPECT_TRUE(still.has_value() && still->state == TxnState::kPending);
-      EXPECT_EQ(MetaOf(*mem, "c", "a").txn, id);
       checked = true;
     }
     return std::nullopt;

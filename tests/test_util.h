@@ -443,6 +443,10 @@ struct World {
     o.busy_timeout = 50ms;
     o.lease = 120s;            // tests move the virtual clock past leases explicitly
     o.renew_leases = false;    // no background writes: write counts and races stay exact
+    // Commit finishes before it returns: these tests look at the store right after a commit
+    // and script the order of store calls. The background finisher has tests of its own
+    // (finisher_test.cpp), and the crash, race and stress suites run with it on.
+    o.finish_in_background = false;
     return o;
   }
   // A database straight on the memory store (for seeding and for checking).

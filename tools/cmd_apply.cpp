@@ -350,6 +350,10 @@ int RunApply(Context& ctx, const ApplyArgs& args) {
                                 ": " + why);
   }
   Options options = EngineOptions(ctx);
+  // A one-shot command reports its outcome once the transaction is settled in the store (and
+  // a signal stops it between transactions, never between a report and the finish): finishing
+  // in the background would only move the wait to the exit.
+  options.finish_in_background = false;
   if (!Tune(args, options)) return Fail(kExitUsage, "bad duration flag");
   auto txn = ParseTransaction(text, options);
   if (!txn.ok()) return Fail(kExitUsage, "bad transaction: " + txn.status().message());

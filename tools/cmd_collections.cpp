@@ -265,6 +265,7 @@ int RunDrop(Context& ctx, const DropArgs& args) {
   if (!store) return code;
   Options options = EngineOptions(ctx);
   options.busy_timeout = *busy_timeout;
+  options.finish_in_background = false;  // each batch is settled before the next (and a signal)
   Database db(store, options);
   RunOptions ro;
   ro.timeout = *timeout;

@@ -26,6 +26,7 @@ namespace litetx {
 
 namespace engine {
 class Coordinator;
+class Finisher;
 class LeaseKeeper;
 }
 
@@ -131,6 +132,12 @@ class Database {
   // Options::max_attempts per page), kCorruption (the store itself could not decode a page).
   Result<std::vector<TxnSummary>> ListTransactions();
 
+  // Waits until every transaction this Database has committed so far is finished: its
+  // documents cleared and its outcome marker written, or, where the store kept failing, left
+  // to the collector (logged). Only useful with Options::finish_in_background (otherwise
+  // Commit returns finished); the destructor does the same. Safe from any thread.
+  void Flush();
+
   Store& store() { return *store_; }
   const Options& options() const { return options_; }
 
@@ -139,6 +146,8 @@ class Database {
   Options options_;
   std::unique_ptr<engine::LeaseKeeper> leases_;  // null unless Options::renew_leases
   std::unique_ptr<engine::Coordinator> coordinator_;
+  // Declared last, so destroyed first: it finishes what is queued while the rest still lives.
+  std::unique_ptr<engine::Finisher> finisher_;  // null unless Options::finish_in_background
 };
 
 }  // namespace litetx

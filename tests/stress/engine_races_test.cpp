@@ -47,6 +47,7 @@ std::shared_ptr<litetx::MemoryStore> HeldByCrashedTransaction() {
                             .Insert(kColl, "d", {{"balance", 1}})
                             .Insert(kColl, "e", {{"balance", 1}}))
                   .ok());
+  db.Flush();  // settled, so that the crashing transaction's writes are its own
   litetx::FaultOptions fo;
   fo.crash_after_writes = 2;  // the record, then the first document
   litetx::Database crashing(std::make_shared<litetx::FaultInjectingStore>(base, fo));

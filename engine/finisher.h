@@ -1,0 +1,119 @@
+// engine/finisher.h — finishing committed transactions off the caller's critical path.
+//
+// Once a transaction's commit flip has landed, it is committed whatever happens next; what is
+// left (clearing its reference from every document it wrote, turning pending deletes into
+// tombstones, then replacing its record by the outcome marker) changes nothing a reader sees,
+// because a read-committed reader already resolves a held document through the committed record
+// (docs/protocol.md §3). So Database::Commit returns right after the flip and hands that work to
+// the Database's Finisher: a small pool of threads working off a bounded queue. When the queue
+// is full, the committing thread finishes its own transaction before returning (back-pressure
+// instead of unbounded memory). A crash with work queued leaves committed records that still
+// hold documents: the collector finishes them after their GC timestamp, and any transaction
+// that meets such a document finishes it on the spot, as for a coordinator that crashed right
+// after its flip.
+//
+// Ownership: owned by the Database; the Env it is given must outlive it. The destructor runs
+// every queued job to its end (as far as the store lets it), then joins the threads.
+// Thread safety: Submit, Drain and the counters may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "engine/env.h"
+#include "engine/record.h"
+
+namespace litetx::engine {
+
+// What finishing one committed transaction needs; it owns copies of everything, so that it
+// outlives the Commit call that made it.
+struct FinishJob {
+  std::string txn_id;
+  Key record_key;
+  Revision record_revision = 0;  // the record's revision after the flip
+  TxnRecord record;              // the committed record (its worklist may be left empty)
+  bool record_settled = false;   // someone already replaced it by the outcome marker
+  struct Doc {
+    Key key;
+    Revision held_revision = 0;  // the revision its apply left
+    boost::json::object final;   // the image without the reference (a tombstone for a delete)
+  };
+  std::vector<Doc> docs;
+};
+
+// Finishes `job` now, on the calling thread: one batch of compare-and-swaps from each held
+// image to its final image, a per-document retry (after a re-read) for those that failed, then
+// the outcome marker. Returns true if every document was finished (by this call or by someone
+// else) and the marker written or found; false if something is left for the collector (logged).
+bool FinishTransaction(const Env& env, FinishJob& job);
+
+// Replaces the record by the outcome marker of `state` at `record_revision`, re-reading after a
+// conflict or a lost reply: a marker already there (or the record gone) ends it, a record with
+// another outcome is never marked (logged), and the same outcome is marked at the revision read.
+// Gives up (logged) when `retry` says so; the collector then writes it.
+void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& record_key,
+                        Revision record_revision, const TxnRecord& record, TxnState state,
+                        Retry& retry);
+
+class Finisher {
+ public:
+  // threads: jobs run at once (at least 1). queue_limit: jobs waiting at most (at least 1).
+  Finisher(Env env, int threads, std::size_t queue_limit);
+  ~Finisher();
+  Finisher(const Finisher&) = delete;
+  Finisher& operator=(const Finisher&) = delete;
+
+  // Queues `job` (moved from) and returns true, or returns false and leaves `job` untouched
+  // when queue_limit jobs are already waiting. The threads start on the first call.
+  bool Submit(FinishJob& job);
+
+  // Waits until no job is queued or running.
+  void Drain();
+
+  // For a transaction that meets a document held by `txn_id`: if that transaction is waiting
+  // in this finisher's queue, takes it out and finishes it on the calling thread; if a worker
+  // is finishing it, waits (at most `max_wait`) for that to end. Returns true if either
+  // happened (look at the document again), false if this finisher has no such job. So a
+  // Database's next transaction on the same documents pays for the finish it needs, instead of
+  // racing the finisher for it.
+  bool HelpFinish(const std::string& txn_id, std::chrono::milliseconds max_wait);
+
+  // Jobs completed so far: every document finished and the marker written (`finished`), or
+  // something left to the collector (`left`), including jobs cut short by an exception.
+  std::uint64_t finished() const;
+  std::uint64_t left() const;
+
+ private:
+  void Work();
+  // Bookkeeping once a job ended. REQUIRES: mu_ held.
+  void EndJob(const std::string& txn_id, bool done);
+
+  Env env_;
+  const int threads_;
+  const std::size_t queue_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // wakes the workers: a job, or stop
+  std::condition_variable idle_cv_;  // wakes Drain: the queue emptied and nothing runs
+  std::list<FinishJob> queue_;
+  std::unordered_map<std::string, std::list<FinishJob>::iterator> queued_;  // by txn id
+  std::unordered_set<std::string> running_ids_;  // jobs being finished (by a worker or a helper)
+  std::condition_variable done_cv_;              // wakes HelpFinish: a job ended
+  int running_ = 0;
+  bool stop_ = false;
+  std::uint64_t finished_ = 0;
+  std::uint64_t left_ = 0;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace litetx::engine
