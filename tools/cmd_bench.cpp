@@ -1,6 +1,10 @@
 // tools/cmd_bench.cpp — `litetx bench`: the raw CAS rate of the store named by --store, then
-// transactions of N documents on it (tx/s, latency, counted writes, peak memory) and committed
-// against raw reads. The measurements are in bench/ (litetx_bench); see docs/benchmarks.md.
+// transactions of N documents on it (tx/s, latency, counted writes and round trips, peak
+// memory) and committed against raw reads; on lmdb and Redis, the store's native multi-write
+// transaction beside them. --delay D puts a modelled network round trip of D before every
+// store call (a FaultInjectingStore with round_trip_delay and no faults) and reports latency
+// in round trips as well; --plot FILE.svg draws the rows with gnuplot. The measurements are in
+// bench/ (litetx_bench); see docs/benchmarks.md.
 //
 // SIGINT and SIGTERM (tools/signals.h), alike: the benchmark's threads stop at their next
 // store call (each is parked there for good, as if the process had crashed at that point),
@@ -13,8 +17,10 @@
 // after the lease, and the documents stay in collection bench.<pid>.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <memory>
@@ -24,6 +30,8 @@
 #include <type_traits>
 
 #include "bench/bench.h"
+#include "bench/lmdb_native.h"
+#include "bench/plot.h"
 #ifdef LITETX_CLI_WITH_REDIS
 #include "bench/redis_native.h"
 #endif
@@ -42,7 +50,51 @@ struct BenchArgs {
   std::vector<int> sizes{1, 2, 4, 16};
   bool json = false;
   bool keep = false;
+  std::string delay = "0";  // --delay: modelled round trip before every store call
+  std::string plot;         // --plot: SVG file to draw
 };
+
+constexpr std::chrono::microseconds kMaxDelay = std::chrono::seconds(1);
+
+// --delay: the duration syntax of every flag (ParseDuration), and also whole microseconds
+// ("100us"), the scale of a network round trip. At most kMaxDelay.
+Result<std::chrono::microseconds> ParseDelay(const std::string& text) {
+  std::chrono::microseconds d{0};
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, "us") == 0) {
+    const std::string digits = text.substr(0, text.size() - 2);
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc() || end != digits.data() + digits.size() ||
+        n > static_cast<std::uint64_t>(kMaxDelay.count())) {
+      return Status::InvalidArgument("bad delay '" + text + "' (expected a whole number and "
+                                     "us, ms or s, at most 1s, e.g. 100us, 2ms)");
+    }
+    d = std::chrono::microseconds(static_cast<std::int64_t>(n));
+  } else {
+    auto ms = ParseDuration(text);
+    if (!ms.ok()) return ms.status();
+    if (*ms > kMaxDelay) {
+      return Status::InvalidArgument("delay '" + text + "' is too long (at most 1s)");
+    }
+    d = *ms;
+  }
+  return d;
+}
+
+CLI::Validator DelayCheck() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        auto d = ParseDelay(s);
+        return d.ok() ? std::string() : d.status().message();
+      },
+      "DURATION", "delay");
+}
+
+// "100us", "2ms": a delay as people write it.
+std::string DelayText(std::chrono::microseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "ms";
+  return std::to_string(d.count()) + "us";
+}
 
 // The store the benchmark runs on: forwards every call until a signal is noted, then parks the
 // calling thread for good. Each thread marks a slot of its own while a call is under way (no
@@ -67,6 +119,13 @@ class ParkOnSignal : public ForwardingStore {
   Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
                         std::size_t limit) override {
     return Call([&] { return ForwardingStore::Scan(collection, cursor, limit); });
+  }
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override {
+    return Call([&] { return ForwardingStore::ListCollections(cursor, limit); });
+  }
+  // A batch stays one call to the store below (one round trip, one LMDB transaction).
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override {
+    return Call([&] { return ForwardBatch(ops); });
   }
 
   // After a signal: waits until no call is under way (every later one parks). True if none
@@ -171,17 +230,66 @@ Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
   ::_exit(ExitAfterSignal(kExitFailed));  // the benchmark's threads are parked: no join
 }
 
-// On redis:// and redis-cluster://, the native alternative: MULTI/EXEC of N writes on one
-// slot, straight through hiredis, one row per size (bench/redis_native.h). Empty elsewhere.
+// The native alternative, no litetx, one row per size (empty on memory:):
+//   redis:// and redis-cluster://  MULTI/EXEC of N writes on one slot, straight through
+//                                  hiredis (bench/redis_native.h);
+//   lmdb:                          one LMDB write transaction of N read-modify-writes, raw
+//                                  liblmdb calls, same durability (bench/lmdb_native.h), in a
+//                                  directory of its own inside the store's, removed afterwards.
 struct NativeRows {
+  std::string kind;     // "lmdb_txn" or "redis_multi_exec"
+  std::string heading;  // what the rows measure, for the table
   std::vector<std::string> lines;
   boost::json::array json;
+  bench::PlotSeries series;
   std::uint64_t errors = 0;
 };
 
+void AddNativeRow(NativeRows& out, int n, const bench::Measured& m, const bench::Report& report) {
+  double litetx = 0;
+  for (const bench::TxRow& r : report.rows) {
+    if (r.n == n && r.threads == 1) litetx = r.tx.ops_per_s;
+  }
+  out.errors += m.errors;
+  // What portability costs: litetx's rate as a fraction of the native one.
+  const double ratio = m.ops_per_s > 0 ? litetx / m.ops_per_s : 0.0;
+  char line[200];
+  std::snprintf(line, sizeof line, "%3d %10.0f %8.1f %9.1f %12.0f %8.3f\n", n, m.ops_per_s,
+                m.p50_us, m.p99_us, litetx, ratio);
+  out.lines.push_back(line);
+  boost::json::object o{{"kind", out.kind},     {"n", n},
+                        {"threads", 1},         {"tx_per_s", std::llround(m.ops_per_s)},
+                        {"p50_us", m.p50_us},   {"p99_us", m.p99_us},
+                        {"ops", m.ops},         {"errors", m.errors},
+                        {"litetx_tx_per_s", std::llround(litetx)},
+                        {"litetx_to_native", std::round(ratio * 1000) / 1000}};
+  if (!m.first_error.empty()) o["first_error"] = m.first_error;
+  out.json.push_back(std::move(o));
+  out.series.points.push_back({n, m.ops_per_s, m.p50_us, m.p99_us});
+}
+
 NativeRows RunNative(const Context& ctx, const bench::Config& config,
-                     const bench::Report& report) {
+                     const bench::Report& report, const std::string& label) {
   NativeRows out;
+  if (ctx.store_uri.rfind("lmdb:", 0) == 0) {
+    out.kind = "lmdb_txn";
+    out.heading = "native alternative, no litetx: one LMDB write transaction of N read-modify-"
+                  "writes (mdb_get, JSON, mdb_put), --sync " + ctx.lmdb_sync + ", 1 thread";
+    out.series.title = label + ", native LMDB txn, 1 thread";
+    LmdbDurability durability = LmdbDurability::kDurable;
+    if (ctx.lmdb_sync == "nometasync") durability = LmdbDurability::kNoMetaSync;
+    if (ctx.lmdb_sync == "nosync") durability = LmdbDurability::kNoSync;
+    const std::string dir = ctx.store_uri.substr(5) + "/bench-native." + std::to_string(::getpid());
+    auto rows = bench::MeasureLmdbNative(dir, durability, config.sizes, config.duration,
+                                         [] { return Interrupted() != 0; });
+    if (!rows.ok()) {
+      out.lines.push_back("  " + rows.status().message() + "\n");
+      ++out.errors;
+      return out;
+    }
+    for (const bench::NativeLmdbRow& row : *rows) AddNativeRow(out, row.n, row.tx, report);
+    return out;
+  }
 #ifdef LITETX_CLI_WITH_REDIS
   RedisOptions ro;
   if (ctx.store_uri.rfind("redis://", 0) == 0) {
@@ -196,7 +304,12 @@ NativeRows RunNative(const Context& ctx, const bench::Config& config,
   } else {
     return out;
   }
+  out.kind = "redis_multi_exec";
+  out.heading = "native alternative, no litetx: MULTI + N HSET + EXEC on one slot, pipelined, "
+                "1 thread";
+  out.series.title = label + ", native MULTI/EXEC, 1 thread";
   for (int n : config.sizes) {
+    if (Interrupted() != 0) break;
     auto row = bench::MeasureRedisMultiExec(ro.host, ro.port, ro.db, ro.prefix, n,
                                             config.duration);
     if (!row.ok()) {
@@ -204,26 +317,25 @@ NativeRows RunNative(const Context& ctx, const bench::Config& config,
       ++out.errors;
       break;
     }
-    double litetx = 0;
-    for (const bench::TxRow& r : report.rows) {
-      if (r.n == n && r.threads == 1) litetx = r.tx.ops_per_s;
-    }
-    const bench::Measured& m = row->tx;
-    out.errors += m.errors;
-    char line[160];
-    std::snprintf(line, sizeof line, "%3d %10.0f %8.1f %9.1f %12.0f %8.3f\n", n, m.ops_per_s,
-                  m.p50_us, m.p99_us, litetx, m.ops_per_s > 0 ? litetx / m.ops_per_s : 0.0);
-    out.lines.push_back(line);
-    out.json.push_back({{"n", n}, {"threads", 1}, {"tx_per_s", m.ops_per_s},
-                        {"p50_us", m.p50_us}, {"p99_us", m.p99_us}, {"ops", m.ops},
-                        {"errors", m.errors}, {"litetx_tx_per_s", litetx}});
+    AddNativeRow(out, n, row->tx, report);
   }
 #else
-  (void)ctx;
   (void)config;
   (void)report;
+  (void)label;
 #endif
   return out;
+}
+
+// The store as the plot's legend names it: "memory:", "lmdb nosync", "redis://HOST:PORT",
+// with " +100us/call" for a modelled round trip.
+std::string StoreLabel(const Context& ctx, std::chrono::microseconds delay) {
+  std::string label = ctx.store_uri;
+  if (label.rfind("lmdb:", 0) == 0) label = "lmdb " + ctx.lmdb_sync;
+  const std::size_t query = label.find('?');
+  if (query != std::string::npos) label.resize(query);
+  if (delay.count() > 0) label += " +" + DelayText(delay) + "/call";
+  return label;
 }
 
 int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
@@ -249,32 +361,59 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   } else {
     config.duration = *d;
   }
+  auto delay = ParseDelay(args.delay);
+  if (!delay.ok()) return Fail(kExitUsage, "--delay: " + delay.status().message());
+  config.calibrate_round_trip = delay->count() > 0;
+  // gnuplot is looked for before anything is measured, so that a missing one costs nothing.
+  std::string gnuplot;
+  if (!args.plot.empty()) {
+    gnuplot = bench::FindInPath("gnuplot");
+    if (gnuplot.empty()) {
+      return Fail(kExitUsage, "--plot: gnuplot is not installed (not found in PATH); install "
+                              "it (Debian: apt-get install gnuplot-nox) or leave out --plot");
+    }
+  }
   int code = kExitOk;
   auto store = OpenStore(ctx, &code);
   if (!store) return code;
   const bool lmdb = ctx.store_uri.rfind("lmdb", 0) == 0;
+  // Under --delay the benchmark (raw CAS, transactions, reads) runs on the store behind a
+  // modelled round trip; the cleanup after a signal goes straight to the store.
+  std::shared_ptr<Store> measured = store;
+  if (delay->count() > 0) {
+    FaultOptions fo;
+    fo.round_trip_delay = *delay;
+    measured = std::make_shared<FaultInjectingStore>(store, fo);
+  }
+  const bool rt_columns = config.calibrate_round_trip;
 
   auto on_row = [&](const bench::TxRow& row) {
     if (args.json) return;
-    std::fputs(bench::TableRow(row).c_str(), stdout);
+    std::fputs(bench::TableRow(row, rt_columns).c_str(), stdout);
     std::fflush(stdout);
   };
   if (!args.json) {
-    std::printf("litetx bench: store %s%s, %.3g s per measurement in %d rounds, %u hardware "
+    std::printf("litetx bench: store %s%s%s, %.3g s per measurement in %d rounds, %u hardware "
                 "threads\n",
                 ctx.store_uri.c_str(), lmdb ? (" (--sync " + ctx.lmdb_sync + ")").c_str() : "",
+                delay->count() > 0
+                    ? (", a modelled round trip of " + DelayText(*delay) + " before every "
+                       "store call").c_str()
+                    : "",
                 static_cast<double>(config.duration.count()) / 1000.0, config.rounds,
                 std::thread::hardware_concurrency());
     std::printf("bound tx/s = raw CAS/s / (2N+3) (N = 1: raw CAS/s); target: ratio >= 0.9 "
-                "and writes/tx <= 2N+3\n\n%s",
-                bench::TableHeader().c_str());
+                "and writes/tx <= 2N+3\nRT/tx: store calls (round trips) per commit, counted, "
+                "from every thread; crit RT/tx: those the committing thread made inside "
+                "Commit\n\n%s",
+                bench::TableHeader(rt_columns).c_str());
     std::fflush(stdout);
   }
   // The benchmark runs on its own thread through ParkOnSignal, so that a signal can stop it
   // between two store calls while this thread cleans up.
   const std::int64_t started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::system_clock::now().time_since_epoch()).count();
-  auto parking = std::make_shared<ParkOnSignal>(store);
+  auto parking = std::make_shared<ParkOnSignal>(measured);
   std::optional<Result<bench::Report>> result;
   std::atomic<bool> done{false};
   std::thread runner([&] {
@@ -293,21 +432,27 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
     return Fail(ExitAfterSignal(kExitStore), "benchmark setup: " + report.status().ToString());
   }
 
+  const std::string label = StoreLabel(ctx, *delay);
   // The native rows are skipped after a signal; one that comes during them lets them end.
-  NativeRows native = Interrupted() != 0 ? NativeRows{} : RunNative(ctx, config, *report);
+  NativeRows native =
+      Interrupted() != 0 ? NativeRows{} : RunNative(ctx, config, *report, label);
 
   if (args.json) {
     boost::json::object out = bench::ToJson(*report).as_object();
     if (!native.json.empty()) out["native"] = native.json;
     out["store"] = ctx.store_uri;
     out["sync"] = lmdb ? boost::json::value(ctx.lmdb_sync) : boost::json::value(nullptr);
+    out["delay_us"] = delay->count();
     out["hardware_threads"] = std::thread::hardware_concurrency();
     PrintJson(out);
   } else {
+    if (std::string line = bench::RoundTripLine(*report); !line.empty()) {
+      std::printf("\n%s", line.c_str());
+    }
     std::printf("\n%s\n", bench::ReadTable(*report).c_str());
     if (!native.lines.empty()) {
-      std::printf("native alternative, no litetx: MULTI + N HSET + EXEC on one slot, pipelined, "
-                  "1 thread\n  N       tx/s   p50 us    p99 us  litetx tx/s  litetx/native\n");
+      std::printf("%s\n  N       tx/s   p50 us    p99 us  litetx tx/s  litetx/native\n",
+                  native.heading.c_str());
       for (const std::string& line : native.lines) std::fputs(line.c_str(), stdout);
       std::printf("\n");
     }
@@ -324,6 +469,33 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   if (!report->cleanup_error.empty()) {
     Fail(kExitOk, "cleanup of " + report->collection + ": " + report->cleanup_error);
   }
+  bool plot_failed = false;
+  if (!gnuplot.empty() && Interrupted() == 0) {
+    std::vector<bench::PlotSeries> series;
+    std::vector<int> thread_counts;
+    for (const bench::TxRow& r : report->rows) {
+      if (std::find(thread_counts.begin(), thread_counts.end(), r.threads) ==
+          thread_counts.end()) {
+        thread_counts.push_back(r.threads);
+      }
+    }
+    for (int t : thread_counts) {
+      bench::PlotSeries s;
+      s.title = label + ", litetx, " + std::to_string(t) + (t == 1 ? " thread" : " threads");
+      for (const bench::TxRow& r : report->rows) {
+        if (r.threads == t) s.points.push_back({r.n, r.tx.ops_per_s, r.tx.p50_us, r.tx.p99_us});
+      }
+      series.push_back(std::move(s));
+    }
+    if (!native.series.points.empty()) series.push_back(native.series);
+    Status s = bench::WritePlot(gnuplot, "litetx bench: " + label, series, args.plot);
+    if (!s.ok()) {
+      Fail(kExitOk, "--plot: " + s.message());
+      plot_failed = true;
+    } else if (!args.json) {
+      std::printf("plot written to %s\n", args.plot.c_str());
+    }
+  }
   if (Interrupted() != 0) {
     return Fail(ExitAfterSignal(kExitOk), std::string("interrupted (") + InterruptedName() +
                                               "): the benchmark had finished; cleaned up as usual");
@@ -332,7 +504,7 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
     return Fail(kExitFailed,
                 std::to_string(report->errors() + native.errors) + " operations failed");
   }
-  return kExitOk;
+  return plot_failed ? kExitFailed : kExitOk;
 }
 
 }  // namespace
@@ -356,6 +528,12 @@ void AddBench(CLI::App& app, Context& ctx) {
       ->check(WholeNumberCheck(1, 1000));
   cmd->add_flag("--json", args->json, "Print one JSON object instead of a table");
   cmd->add_flag("--keep", args->keep, "Keep the benchmark's documents (collection bench.<pid>)");
+  cmd->add_option("--delay", args->delay,
+                  "Modelled network round trip before every store call (100us, 2ms; 0: none); "
+                  "latency is then reported in round trips too")
+      ->check(DelayCheck());
+  cmd->add_option("--plot", args->plot,
+                  "Draw tx/s and p50/p99 latency against N into this SVG file (needs gnuplot)");
   cmd->callback([&ctx, args, duration] {
     const bool given = duration->count() > 0;
     ctx.run = [&ctx, args, given] { return RunBench(ctx, *args, given); };
