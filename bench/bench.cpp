@@ -75,7 +75,7 @@ void Measured::Add(const Measured& slice) {
 
 std::uint64_t Report::errors() const {
   std::uint64_t n = round_trip.errors;
-  for (const TxRow& r : rows) n += r.raw.errors + r.tx.errors;
+  for (const TxRow& r : rows) n += r.raw.errors + r.tx.errors + r.native.errors;
   for (const ReadRow& r : reads) n += r.committed.errors + r.raw.errors;
   return n;
 }
@@ -376,9 +376,14 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
           return db.Commit(*txn).status();
         };
       };
+      const bool native = c.native && threads == 1;
+      const auto native_op = [&](int) -> Op {
+        return [&c, n]() -> Status { return c.native(n); };
+      };
       for (int r = 0; r < rounds; ++r) {
         row.raw.Add(Measure(threads, slice, RawCas(*store, c.collection, *raw)));
         row.tx.Add(Measure(threads, slice, commit));
+        if (native) row.native.Add(Measure(1, slice, native_op));
       }
       const StoreCounts counts = counting->counts();
       const auto attempts = static_cast<double>(std::max<std::uint64_t>(1, row.tx.attempts));

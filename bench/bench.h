@@ -48,6 +48,11 @@ struct Config {
   // store that models a network round trip: its p50 is the unit of the rows' latencies in
   // round trips, Report::round_trip and TxRow::p50_round_trips).
   bool calibrate_round_trip = false;
+  // The store's own multi-document transaction of n documents, without litetx (may be null):
+  // each 1-thread row then also measures it, on one thread, in slices alternating with the
+  // raw CAS and transaction slices (raw, tx, native, raw, tx, native...), so that a store whose
+  // speed drifts affects all three alike. TxRow::native.
+  std::function<Status(int n)> native;
 };
 
 // A latency histogram of fixed size (log-linear buckets, 32 per power of two: each value is
@@ -92,6 +97,7 @@ struct TxRow {
   int threads = 0;
   Measured raw;          // Store::Replace at the expected revision, one key per thread
   Measured tx;           // Database::Commit of N adjusts
+  Measured native;       // Config::native(n), 1-thread rows only (empty otherwise)
   double writes_per_tx = 0;  // counted: (creates + replaces + erases) / commits attempted
   double reads_per_tx = 0;   // counted: gets / commits attempted
   // Counted: store calls (a single call, or a non-empty Batch, is one round trip) per commit

@@ -23,6 +23,9 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +55,7 @@ struct BenchArgs {
   bool keep = false;
   std::string delay = "0";  // --delay: modelled round trip before every store call
   std::string plot;         // --plot: SVG file to draw
+  std::vector<std::string> plot_with;  // --plot-with: earlier `bench --json` outputs to add
 };
 
 constexpr std::chrono::microseconds kMaxDelay = std::chrono::seconds(1);
@@ -187,7 +191,8 @@ Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
 // 130/143. Runs on the main thread, straight on `store`.
 [[noreturn]] void StopAfterSignal(const Context& ctx, const std::shared_ptr<Store>& store,
                                   ParkOnSignal& parking, const std::string& collection,
-                                  bool keep, std::int64_t started_ms) {
+                                  bool keep, std::int64_t started_ms,
+                                  const std::string& native_dir) {
   std::fflush(stdout);
   std::fprintf(stderr, "litetx: interrupted (%s): stopping the benchmark, settling its "
                "transactions in flight%s\n", InterruptedName(),
@@ -215,6 +220,10 @@ Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
   std::uint64_t erased = 0;
   std::string erase_error;
   if (!keep) erased = bench::EraseCollection(*store, collection, &erase_error);
+  if (!native_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(native_dir, ec);  // the native alternative's scratch copy
+  }
   std::fprintf(stderr,
                "litetx: benchmark stopped: %llu transactions in flight settled (%llu finished, "
                "%llu rolled back), %llu left open; collection %s: %s%s%s\n",
@@ -231,11 +240,13 @@ Result<std::uint64_t> OpenSince(Database& db, std::int64_t since_ms) {
 }
 
 // The native alternative, no litetx, one row per size (empty on memory:):
-//   redis:// and redis-cluster://  MULTI/EXEC of N writes on one slot, straight through
-//                                  hiredis (bench/redis_native.h);
 //   lmdb:                          one LMDB write transaction of N read-modify-writes, raw
 //                                  liblmdb calls, same durability (bench/lmdb_native.h), in a
-//                                  directory of its own inside the store's, removed afterwards.
+//                                  directory of its own inside the store's, removed afterwards;
+//                                  measured by bench::Run alternating with the rows
+//                                  (LmdbNativeRows);
+//   redis:// and redis-cluster://  MULTI/EXEC of N writes on one slot, straight through
+//                                  hiredis (bench/redis_native.h), after the rows (RunNative).
 struct NativeRows {
   std::string kind;     // "lmdb_txn" or "redis_multi_exec"
   std::string heading;  // what the rows measure, for the table
@@ -245,12 +256,14 @@ struct NativeRows {
   std::uint64_t errors = 0;
 };
 
-void AddNativeRow(NativeRows& out, int n, const bench::Measured& m, const bench::Report& report) {
+// `count_errors`: false when the errors are already in Report::errors (TxRow::native).
+void AddNativeRow(NativeRows& out, int n, const bench::Measured& m, const bench::Report& report,
+                  bool count_errors = true) {
   double litetx = 0;
   for (const bench::TxRow& r : report.rows) {
     if (r.n == n && r.threads == 1) litetx = r.tx.ops_per_s;
   }
-  out.errors += m.errors;
+  if (count_errors) out.errors += m.errors;
   // What portability costs: litetx's rate as a fraction of the native one.
   const double ratio = m.ops_per_s > 0 ? litetx / m.ops_per_s : 0.0;
   char line[200];
@@ -268,28 +281,29 @@ void AddNativeRow(NativeRows& out, int n, const bench::Measured& m, const bench:
   out.series.points.push_back({n, m.ops_per_s, m.p50_us, m.p99_us});
 }
 
+// The lmdb native rows, measured by bench::Run (TxRow::native of the 1-thread rows).
+NativeRows LmdbNativeRows(const Context& ctx, const bench::Report& report,
+                          const std::string& label, const std::string& open_error) {
+  NativeRows out;
+  out.kind = "lmdb_txn";
+  out.heading = "native alternative, no litetx: one LMDB write transaction of N read-modify-"
+                "writes (mdb_get, JSON, mdb_put), --sync " + ctx.lmdb_sync + ", 1 thread, "
+                "measured in slices alternating with the rows";
+  out.series.title = label + ", native LMDB txn, 1 thread";
+  if (!open_error.empty()) {
+    out.lines.push_back("  " + open_error + "\n");
+    ++out.errors;
+    return out;
+  }
+  for (const bench::TxRow& r : report.rows) {
+    if (r.threads == 1 && r.native.attempts > 0) AddNativeRow(out, r.n, r.native, report, false);
+  }
+  return out;
+}
+
 NativeRows RunNative(const Context& ctx, const bench::Config& config,
                      const bench::Report& report, const std::string& label) {
   NativeRows out;
-  if (ctx.store_uri.rfind("lmdb:", 0) == 0) {
-    out.kind = "lmdb_txn";
-    out.heading = "native alternative, no litetx: one LMDB write transaction of N read-modify-"
-                  "writes (mdb_get, JSON, mdb_put), --sync " + ctx.lmdb_sync + ", 1 thread";
-    out.series.title = label + ", native LMDB txn, 1 thread";
-    LmdbDurability durability = LmdbDurability::kDurable;
-    if (ctx.lmdb_sync == "nometasync") durability = LmdbDurability::kNoMetaSync;
-    if (ctx.lmdb_sync == "nosync") durability = LmdbDurability::kNoSync;
-    const std::string dir = ctx.store_uri.substr(5) + "/bench-native." + std::to_string(::getpid());
-    auto rows = bench::MeasureLmdbNative(dir, durability, config.sizes, config.duration,
-                                         [] { return Interrupted() != 0; });
-    if (!rows.ok()) {
-      out.lines.push_back("  " + rows.status().message() + "\n");
-      ++out.errors;
-      return out;
-    }
-    for (const bench::NativeLmdbRow& row : *rows) AddNativeRow(out, row.n, row.tx, report);
-    return out;
-  }
 #ifdef LITETX_CLI_WITH_REDIS
   RedisOptions ro;
   if (ctx.store_uri.rfind("redis://", 0) == 0) {
@@ -338,6 +352,93 @@ std::string StoreLabel(const Context& ctx, std::chrono::microseconds delay) {
   return label;
 }
 
+// The plot's series of one `bench --json` output: litetx at each thread count, then the native
+// rows if any. kInvalidArgument if it is not such an output.
+Result<std::vector<bench::PlotSeries>> SeriesOfJson(const boost::json::value& v) {
+  const auto* o = v.if_object();
+  const boost::json::value* rows = o ? o->if_contains("rows") : nullptr;
+  const boost::json::value* store = o ? o->if_contains("store") : nullptr;
+  if (rows == nullptr || !rows->is_array() || store == nullptr || !store->is_string()) {
+    return Status::InvalidArgument("not the output of `litetx bench --json` (no rows or store)");
+  }
+  Context c;
+  c.store_uri = std::string(store->as_string());
+  if (const auto* sync = o->if_contains("sync"); sync != nullptr && sync->is_string()) {
+    c.lmdb_sync = std::string(sync->as_string());
+  }
+  std::chrono::microseconds delay{0};
+  if (const auto* d = o->if_contains("delay_us"); d != nullptr && d->is_number()) {
+    delay = std::chrono::microseconds(d->to_number<std::int64_t>());
+  }
+  const std::string label = StoreLabel(c, delay);
+  const auto point = [](const boost::json::value& row) -> std::optional<bench::PlotPoint> {
+    const auto* r = row.if_object();
+    if (r == nullptr) return std::nullopt;
+    bench::PlotPoint p;
+    try {
+      p.n = r->at("n").to_number<int>();
+      p.tx_per_s = r->at("tx_per_s").to_number<double>();
+      p.p50_us = r->at("p50_us").to_number<double>();
+      p.p99_us = r->at("p99_us").to_number<double>();
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    return p;
+  };
+  std::vector<bench::PlotSeries> out;
+  std::vector<int> thread_counts;
+  for (const boost::json::value& row : rows->as_array()) {
+    const auto* r = row.if_object();
+    const auto* t = r ? r->if_contains("threads") : nullptr;
+    auto p = point(row);
+    if (t == nullptr || !t->is_number() || !p) {
+      return Status::InvalidArgument("a row without n, threads, tx_per_s, p50_us or p99_us");
+    }
+    const int threads = t->to_number<int>();
+    auto it = std::find(thread_counts.begin(), thread_counts.end(), threads);
+    if (it == thread_counts.end()) {
+      thread_counts.push_back(threads);
+      out.push_back({label + ", litetx, " + std::to_string(threads) +
+                         (threads == 1 ? " thread" : " threads"),
+                     {}});
+      it = thread_counts.end() - 1;
+    }
+    out[static_cast<std::size_t>(it - thread_counts.begin())].points.push_back(*p);
+  }
+  if (const auto* native = o->if_contains("native"); native != nullptr && native->is_array()) {
+    bench::PlotSeries s;
+    for (const boost::json::value& row : native->as_array()) {
+      auto p = point(row);
+      if (!p) return Status::InvalidArgument("a native row without n, tx_per_s, p50_us or p99_us");
+      const auto* kind = row.as_object().if_contains("kind");
+      s.title = label + (kind != nullptr && *kind == "redis_multi_exec"
+                             ? ", native MULTI/EXEC, 1 thread"
+                             : ", native LMDB txn, 1 thread");
+      s.points.push_back(*p);
+    }
+    if (!s.points.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Reads the --plot-with files; kInvalidArgument naming the file if one cannot be used.
+Result<std::vector<bench::PlotSeries>> ReadPlotWith(const std::vector<std::string>& files) {
+  std::vector<bench::PlotSeries> out;
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return Status::InvalidArgument(file + ": cannot be read");
+    std::ostringstream text;
+    text << in.rdbuf();
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(text.str(), ec);
+    if (ec) return Status::InvalidArgument(file + ": not JSON: " + ec.message());
+    auto series = SeriesOfJson(v);
+    if (!series.ok()) return Status::InvalidArgument(file + ": " + series.status().message());
+    out.insert(out.end(), series->begin(), series->end());
+  }
+  return out;
+}
+
 int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   CatchSignals();  // before the store and the benchmark start any thread
   bench::Config config;
@@ -345,6 +446,7 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   config.threads = args.threads;
   config.rounds = args.rounds;
   config.sizes = args.sizes;
+  if (config.sizes.empty()) config.sizes = {1, 2, 4, 16};
   for (std::size_t i = 0; i < config.sizes.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (config.sizes[i] == config.sizes[j]) {
@@ -366,6 +468,11 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   config.calibrate_round_trip = delay->count() > 0;
   // gnuplot is looked for before anything is measured, so that a missing one costs nothing.
   std::string gnuplot;
+  if (!args.plot_with.empty() && args.plot.empty()) {
+    return Fail(kExitUsage, "--plot-with: only with --plot");
+  }
+  auto plot_with = ReadPlotWith(args.plot_with);
+  if (!plot_with.ok()) return Fail(kExitUsage, "--plot-with: " + plot_with.status().message());
   if (!args.plot.empty()) {
     gnuplot = bench::FindInPath("gnuplot");
     if (gnuplot.empty()) {
@@ -386,6 +493,24 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
     measured = std::make_shared<FaultInjectingStore>(store, fo);
   }
   const bool rt_columns = config.calibrate_round_trip;
+  // On lmdb:, the native alternative, measured alongside the 1-thread rows.
+  std::unique_ptr<bench::NativeLmdb> native_lmdb;
+  std::string native_error;
+  if (ctx.store_uri.rfind("lmdb:", 0) == 0) {
+    LmdbDurability durability = LmdbDurability::kDurable;
+    if (ctx.lmdb_sync == "nometasync") durability = LmdbDurability::kNoMetaSync;
+    if (ctx.lmdb_sync == "nosync") durability = LmdbDurability::kNoSync;
+    auto opened = bench::NativeLmdb::Open(
+        ctx.store_uri.substr(5) + "/bench-native." + std::to_string(::getpid()), durability,
+        *std::max_element(config.sizes.begin(), config.sizes.end()));
+    if (opened.ok()) {
+      native_lmdb = std::move(*opened);
+      bench::NativeLmdb* n = native_lmdb.get();
+      config.native = [n](int size) { return n->Transact(size); };
+    } else {
+      native_error = opened.status().message();
+    }
+  }
 
   auto on_row = [&](const bench::TxRow& row) {
     if (args.json) return;
@@ -424,7 +549,8 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   WaitForSignal([&] { return done.load(); }, std::chrono::milliseconds::max());
   if (!done) {
     runner.detach();  // parked at its next store call; StopAfterSignal ends the process
-    StopAfterSignal(ctx, store, *parking, config.collection, args.keep, started_ms);
+    StopAfterSignal(ctx, store, *parking, config.collection, args.keep, started_ms,
+                    native_lmdb ? native_lmdb->dir() : std::string());
   }
   runner.join();
   Result<bench::Report>& report = *result;
@@ -434,8 +560,10 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
 
   const std::string label = StoreLabel(ctx, *delay);
   // The native rows are skipped after a signal; one that comes during them lets them end.
-  NativeRows native =
-      Interrupted() != 0 ? NativeRows{} : RunNative(ctx, config, *report, label);
+  NativeRows native = lmdb ? LmdbNativeRows(ctx, *report, label, native_error)
+                     : Interrupted() != 0 ? NativeRows{}
+                                          : RunNative(ctx, config, *report, label);
+  native_lmdb.reset();  // removes its directory
 
   if (args.json) {
     boost::json::object out = bench::ToJson(*report).as_object();
@@ -488,7 +616,10 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
       series.push_back(std::move(s));
     }
     if (!native.series.points.empty()) series.push_back(native.series);
-    Status s = bench::WritePlot(gnuplot, "litetx bench: " + label, series, args.plot);
+    std::string title = "litetx bench: " + label;
+    if (!plot_with->empty()) title = "litetx bench";
+    series.insert(series.end(), plot_with->begin(), plot_with->end());
+    Status s = bench::WritePlot(gnuplot, title, series, args.plot);
     if (!s.ok()) {
       Fail(kExitOk, "--plot: " + s.message());
       plot_failed = true;
@@ -534,6 +665,9 @@ void AddBench(CLI::App& app, Context& ctx) {
       ->check(DelayCheck());
   cmd->add_option("--plot", args->plot,
                   "Draw tx/s and p50/p99 latency against N into this SVG file (needs gnuplot)");
+  cmd->add_option("--plot-with", args->plot_with,
+                  "Also draw the rows of an earlier `bench --json` output (repeatable)")
+      ->check(CLI::ExistingFile);
   cmd->callback([&ctx, args, duration] {
     const bool given = duration->count() > 0;
     ctx.run = [&ctx, args, given] { return RunBench(ctx, *args, given); };

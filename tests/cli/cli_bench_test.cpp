@@ -245,6 +245,26 @@ TEST_F(CliTest, BenchPlotsEverySeriesIntoAnSvgBesideTheNativeLmdbRows) {
     EXPECT_EQ(PlottedGroups(svg, title, 2), 1) << title;
   }
   EXPECT_EQ(PlottedGroups(svg, "no such series", 0), 0);
+
+  // --plot-with adds the series of that run (saved as JSON) to a plot of another store.
+  const std::string saved = dir_ + "/lmdb.json";
+  std::ofstream(saved) << r.out;
+  const std::string both_path = dir_ + "/both.svg";
+  RunResult m = RunCli({"--store", "memory:", "bench", "--quick", "--sizes", "1,2,4",
+                        "--threads", "1", "--plot", both_path, "--plot-with", saved});
+  ASSERT_EQ(m.code, 0) << m.out << m.err;
+  const std::string both = ReadFile(both_path);
+  for (const char* title : {"memory:, litetx, 1 thread", "lmdb nosync, litetx, 1 thread",
+                            "lmdb nosync, litetx, 2 threads",
+                            "lmdb nosync, native LMDB txn, 1 thread"}) {
+    EXPECT_EQ(PlottedGroups(both, title, 2), 1) << title;
+  }
+  // A file that is not a `bench --json` output is refused before anything is measured.
+  RunResult bad = RunCli({"--store", "memory:", "bench", "--quick", "--plot", both_path,
+                          "--plot-with", svg_path});
+  EXPECT_EQ(bad.code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--plot-with"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
 }
 
 // Without gnuplot, --plot is refused before anything is measured: exit 2, a message naming
