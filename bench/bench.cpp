@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <optional>
 #include <thread>
 
 #include <boost/json.hpp>
@@ -337,7 +338,6 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
   // trips; raw operations and the read comparison use the store itself.
   auto counting = std::make_shared<CountingStore>(store);
   auto critical = std::make_shared<CriticalPathStore>(counting);
-  Database db(critical, engine);
   Database plain(store, engine);
 
   Report report;
@@ -366,6 +366,11 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
       row.threads = threads;
       const long rss_before = MaxRssKb();
       counting->Reset();
+      // A Database per row, destroyed before the counts are read: work it does on threads of
+      // its own after Commit returned belongs to this row's counts, provided its destructor
+      // waits for that work.
+      std::optional<Database> db_holder;
+      Database& db = db_holder.emplace(critical, engine);
       std::vector<ThreadCounter> on_path(static_cast<std::size_t>(threads));
       const auto commit = [&](int t) -> Op {
         auto txn = std::make_shared<Transaction>();
@@ -385,6 +390,7 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
         row.tx.Add(Measure(threads, slice, commit));
         if (native) row.native.Add(Measure(1, slice, native_op));
       }
+      db_holder.reset();
       const StoreCounts counts = counting->counts();
       const auto attempts = static_cast<double>(std::max<std::uint64_t>(1, row.tx.attempts));
       row.writes_per_tx = static_cast<double>(counts.writes()) / attempts;
