@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <system_error>
 
@@ -32,6 +33,10 @@ std::string Quote(const std::string& s) {
   }
   return out + "'";
 }
+
+// Line colours, one per series, all readable on white (gnuplot's fifth default is yellow).
+constexpr const char* kColours[] = {"#9400d3", "#009e73", "#0072b2", "#e69f00",
+                                    "#d55e00", "#56b4e9", "#000000", "#cc79a7"};
 
 std::string Number(double x) {
   char buf[64];
@@ -111,8 +116,8 @@ std::string PlotScript(const std::string& title, const std::vector<PlotSeries>& 
     std::string plot;
     for (const Block& b : blocks) {
       if ((b.column == 0) == latency) continue;
-      const std::string style = " with linespoints lw 2 pt 7 ps 0.6 lc " +
-                                std::to_string(b.series + 1) +
+      const std::string style = " with linespoints lw 2 pt 7 ps 0.6 lc rgb '" +
+                                std::string(kColours[b.series % std::size(kColours)]) + "'" +
                                 (b.column == 2 ? " dt 2" : " dt 1");
       plot += (plot.empty() ? "plot " : ", \\\n     ") + b.name + " using 1:2" + style +
               (latency ? " notitle" : " title " + Quote(b.title));
