@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <optional>
 #include <thread>
 
 #include <boost/json.hpp>
@@ -14,6 +15,7 @@
 #include "litetx/counting_store.h"
 #include "litetx/database.h"
 #include "litetx/document.h"
+#include "litetx/forwarding_store.h"
 
 namespace litetx::bench {
 namespace json = boost::json;
@@ -73,8 +75,8 @@ void Measured::Add(const Measured& slice) {
 // --- Report helpers ---------------------------------------------------------------------
 
 std::uint64_t Report::errors() const {
-  std::uint64_t n = 0;
-  for (const TxRow& r : rows) n += r.raw.errors + r.tx.errors;
+  std::uint64_t n = round_trip.errors;
+  for (const TxRow& r : rows) n += r.raw.errors + r.tx.errors + r.native.errors;
   for (const ReadRow& r : reads) n += r.committed.errors + r.raw.errors;
   return n;
 }
@@ -95,6 +97,83 @@ std::string DocId(int thread, int i) {
   return "t" + std::to_string(thread) + "-d" + std::to_string(i);
 }
 std::string RawId(int thread) { return "t" + std::to_string(thread) + "-raw"; }
+
+// Counts the round trips on a committing thread's critical path: the store calls a thread
+// makes while it holds a Scope, i.e. between its call to Database::Commit and the return. A
+// single call is one round trip, a non-empty Batch is one (forwarded whole, so the store
+// below still runs it as one). Calls from other threads (a lease keeper, work the engine
+// finishes in the background) pass uncounted. The count goes to the Scope's own counter,
+// which only its thread touches: no shared counter slows the figures measured through it.
+class CriticalPathStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+
+  // While alive, counts this thread's calls through `store` into *counter.
+  class Scope {
+   public:
+    Scope(const CriticalPathStore& store, std::uint64_t* counter)
+        : saved_owner_(owner_), saved_counter_(counter_) {
+      owner_ = &store;
+      counter_ = counter;
+    }
+    ~Scope() {
+      owner_ = saved_owner_;
+      counter_ = saved_counter_;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    const CriticalPathStore* saved_owner_;
+    std::uint64_t* saved_counter_;
+  };
+
+  Result<std::optional<StoredDocument>> Get(const Key& key) override {
+    Count();
+    return ForwardingStore::Get(key);
+  }
+  Result<Revision> Create(const Key& key, const boost::json::object& value) override {
+    Count();
+    return ForwardingStore::Create(key, value);
+  }
+  Result<Revision> Replace(const Key& key, Revision expected,
+                           const boost::json::object& value) override {
+    Count();
+    return ForwardingStore::Replace(key, expected, value);
+  }
+  Status Erase(const Key& key, Revision expected) override {
+    Count();
+    return ForwardingStore::Erase(key, expected);
+  }
+  Result<ScanPage> Scan(std::string_view collection, std::string_view cursor,
+                        std::size_t limit) override {
+    Count();
+    return ForwardingStore::Scan(collection, cursor, limit);
+  }
+  Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override {
+    Count();
+    return ForwardingStore::ListCollections(cursor, limit);
+  }
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override {
+    if (!ops.empty()) Count();
+    return ForwardBatch(ops);
+  }
+
+ private:
+  void Count() const {
+    if (owner_ == this) ++*counter_;
+  }
+  static thread_local const CriticalPathStore* owner_;
+  static thread_local std::uint64_t* counter_;
+};
+
+thread_local const CriticalPathStore* CriticalPathStore::owner_ = nullptr;
+thread_local std::uint64_t* CriticalPathStore::counter_ = nullptr;
+
+// One critical-path counter per worker thread, each on a cache line of its own.
+struct alignas(64) ThreadCounter {
+  std::uint64_t value = 0;
+};
 
 // One operation of one worker thread; built before the clock starts.
 using Op = std::function<Status()>;
@@ -254,10 +333,11 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
   std::vector<int> thread_counts{1};
   if (c.threads > 1) thread_counts.push_back(c.threads);
 
-  // Transactions go through a CountingStore so that writes are counted, not computed; raw
-  // operations and the read comparison use the store itself.
+  // Transactions go through a CountingStore so that writes and round trips are counted, not
+  // computed, and above it a CriticalPathStore that counts the committing threads' own round
+  // trips; raw operations and the read comparison use the store itself.
   auto counting = std::make_shared<CountingStore>(store);
-  Database db(counting, engine);
+  auto critical = std::make_shared<CriticalPathStore>(counting);
   Database plain(store, engine);
 
   Report report;
@@ -270,6 +350,15 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
 
   const int rounds = std::max(1, c.rounds);
   const auto slice = std::max(std::chrono::milliseconds(1), c.duration / rounds);
+  const auto get = [&](int t) -> Op {
+    return [&store, key = Key{c.collection, DocId(t, 0)}]() -> Status {
+      auto g = store->Get(key);
+      if (!g.ok()) return g.status();
+      return g->has_value() ? Status::Ok() : Status::Corruption("benchmark document missing");
+    };
+  };
+  if (c.calibrate_round_trip) report.round_trip = Measure(1, slice, get);
+  const double rt_us = report.round_trip.p50_us;
   for (int threads : thread_counts) {
     for (int n : c.sizes) {
       TxRow row;
@@ -277,19 +366,44 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
       row.threads = threads;
       const long rss_before = MaxRssKb();
       counting->Reset();
+      // A Database per row, destroyed before the counts are read: work it does on threads of
+      // its own after Commit returned belongs to this row's counts, provided its destructor
+      // waits for that work.
+      std::optional<Database> db_holder;
+      Database& db = db_holder.emplace(critical, engine);
+      std::vector<ThreadCounter> on_path(static_cast<std::size_t>(threads));
       const auto commit = [&](int t) -> Op {
         auto txn = std::make_shared<Transaction>();
         for (int i = 0; i < n; ++i) txn->Adjust(c.collection, DocId(t, i), {{"balance", 1}});
-        return [&db, txn]() -> Status { return db.Commit(*txn).status(); };
+        return [&db, &critical, txn, counter = &on_path[static_cast<std::size_t>(t)].value]()
+                   -> Status {
+          CriticalPathStore::Scope scope(*critical, counter);
+          return db.Commit(*txn).status();
+        };
+      };
+      const bool native = c.native && threads == 1;
+      const auto native_op = [&](int) -> Op {
+        return [&c, n]() -> Status { return c.native(n); };
       };
       for (int r = 0; r < rounds; ++r) {
         row.raw.Add(Measure(threads, slice, RawCas(*store, c.collection, *raw)));
         row.tx.Add(Measure(threads, slice, commit));
+        if (native) row.native.Add(Measure(1, slice, native_op));
       }
+      db_holder.reset();
       const StoreCounts counts = counting->counts();
       const auto attempts = static_cast<double>(std::max<std::uint64_t>(1, row.tx.attempts));
       row.writes_per_tx = static_cast<double>(counts.writes()) / attempts;
       row.reads_per_tx = static_cast<double>(counts.gets) / attempts;
+      row.round_trips_per_tx = static_cast<double>(counts.round_trips) / attempts;
+      row.batches_per_tx = static_cast<double>(counts.batches) / attempts;
+      std::uint64_t critical_calls = 0;
+      for (const ThreadCounter& tc : on_path) critical_calls += tc.value;
+      row.critical_round_trips_per_tx = static_cast<double>(critical_calls) / attempts;
+      if (rt_us > 0) {
+        row.p50_round_trips = row.tx.p50_us / rt_us;
+        row.p99_round_trips = row.tx.p99_us / rt_us;
+      }
       const int bound_writes = n == 1 ? 1 : 2 * n + 3;
       row.bound_tx_per_s = row.raw.ops_per_s / bound_writes;
       row.ratio_to_bound = row.bound_tx_per_s > 0 ? row.tx.ops_per_s / row.bound_tx_per_s : 0;
@@ -311,13 +425,6 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
         if (!r.ok()) return r.status();
         return r->state == DocumentState::kFound ? Status::Ok()
                                                  : Status::Corruption("benchmark document missing");
-      };
-    };
-    const auto get = [&](int t) -> Op {
-      return [&store, key = Key{c.collection, DocId(t, 0)}]() -> Status {
-        auto g = store->Get(key);
-        if (!g.ok()) return g.status();
-        return g->has_value() ? Status::Ok() : Status::Corruption("benchmark document missing");
       };
     };
     for (int r = 0; r < rounds; ++r) {

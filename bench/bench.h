@@ -1,7 +1,8 @@
 // bench/bench.h — the measurements behind `litetx bench`: the raw compare-and-swap rate of a
 // store, then transactions of N documents on the same store in the same run, with the store
-// writes they cost (counted through a CountingStore), their commit latency and the process's
-// peak memory; and a committed read (Database::Read) beside a raw read (Store::Get).
+// writes and round trips they cost (counted through a CountingStore, and on the committing
+// thread's critical path through a store of bench.cpp), their commit latency and the
+// process's peak memory; and a committed read (Database::Read) beside a raw read (Store::Get).
 //
 // Workload: every thread owns its documents (ids "t<thread>-d<i>" in one collection of its
 // own, "bench.<pid>"), so threads never contend for a document and the figures measure the
@@ -43,6 +44,15 @@ struct Config {
   // Erase the benchmark's documents when done (their outcome markers in __litetx.txn are left
   // to the collector, which erases them after CollectorOptions::outcome_retention).
   bool cleanup = true;
+  // Measure, before the rows, the latency of one Store::Get on the store given to Run (for a
+  // store that models a network round trip: its p50 is the unit of the rows' latencies in
+  // round trips, Report::round_trip and TxRow::p50_round_trips).
+  bool calibrate_round_trip = false;
+  // The store's own multi-document transaction of n documents, without litetx (may be null):
+  // each 1-thread row then also measures it, on one thread, in slices alternating with the
+  // raw CAS and transaction slices (raw, tx, native, raw, tx, native...), so that a store whose
+  // speed drifts affects all three alike. TxRow::native.
+  std::function<Status(int n)> native;
 };
 
 // A latency histogram of fixed size (log-linear buckets, 32 per power of two: each value is
@@ -87,8 +97,18 @@ struct TxRow {
   int threads = 0;
   Measured raw;          // Store::Replace at the expected revision, one key per thread
   Measured tx;           // Database::Commit of N adjusts
+  Measured native;       // Config::native(n), 1-thread rows only (empty otherwise)
   double writes_per_tx = 0;  // counted: (creates + replaces + erases) / commits attempted
   double reads_per_tx = 0;   // counted: gets / commits attempted
+  // Counted: store calls (a single call, or a non-empty Batch, is one round trip) per commit
+  // attempted, from every thread (the committing one and any the engine works on)...
+  double round_trips_per_tx = 0;
+  // ...and only those the committing thread made between the call to Commit and its return.
+  double critical_round_trips_per_tx = 0;
+  double batches_per_tx = 0;  // counted: non-empty Batch calls per commit attempted
+  // Commit latency divided by Report::round_trip.p50_us (0 without a calibration).
+  double p50_round_trips = 0;
+  double p99_round_trips = 0;
   double bound_tx_per_s = 0;  // raw CAS/s / (2N+3), or raw CAS/s itself for N = 1
   double ratio_to_bound = 0;  // tx/s / bound
   bool meets_speed = false;   // ratio_to_bound >= 0.9
@@ -112,6 +132,9 @@ struct Report {
   int rounds = 0;
   std::vector<TxRow> rows;
   std::vector<ReadRow> reads;
+  // With Config::calibrate_round_trip: single Store::Get calls on one thread, measured before
+  // the rows (empty otherwise).
+  Measured round_trip;
   long start_rss_kb = 0;  // ru_maxrss before the first measurement
   long peak_rss_kb = 0;   // ru_maxrss at the end
   std::uint64_t cleaned = 0;  // documents erased by the cleanup
@@ -132,8 +155,11 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
 // "reads": [...], "peak_rss_kb", "all_targets_met", ...}. Documented in docs/benchmarks.md.
 boost::json::value ToJson(const Report& report);
 // One readable table line per row, with a header; `TableRow` is for progress output.
-std::string TableHeader();
-std::string TableRow(const TxRow& row);
+// `round_trips`: with the p50 RT and p99 RT columns (latency in calibrated round trips).
+std::string TableHeader(bool round_trips);
+std::string TableRow(const TxRow& row, bool round_trips);
+// The round-trip calibration (Report::round_trip) as one line; empty without one.
+std::string RoundTripLine(const Report& report);
 std::string ReadTable(const Report& report);
 
 // Erases every document of `collection` at the revision scanned (a document changed meanwhile

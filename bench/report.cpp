@@ -44,6 +44,9 @@ json::value ToJson(const Report& report) {
         {"writes_per_tx", Round(r.writes_per_tx, 3)},
         {"write_bound", 2 * r.n + 3},
         {"reads_per_tx", Round(r.reads_per_tx, 3)},
+        {"round_trips_per_tx", Round(r.round_trips_per_tx, 3)},
+        {"critical_round_trips_per_tx", Round(r.critical_round_trips_per_tx, 3)},
+        {"batches_per_tx", Round(r.batches_per_tx, 3)},
         {"p50_us", Round(r.tx.p50_us, 2)},
         {"p99_us", Round(r.tx.p99_us, 2)},
         {"raw_p50_us", Round(r.raw.p50_us, 2)},
@@ -58,6 +61,10 @@ json::value ToJson(const Report& report) {
         {"peak_rss_kb", r.peak_rss_kb},
         {"peak_rss_delta_kb", r.peak_rss_delta_kb},
     };
+    if (report.round_trip.ops > 0) {
+      o["p50_round_trips"] = Round(r.p50_round_trips, 3);
+      o["p99_round_trips"] = Round(r.p99_round_trips, 3);
+    }
     if (!r.tx.first_error.empty()) o["first_error"] = r.tx.first_error;
     if (!r.raw.first_error.empty()) o["raw_first_error"] = r.raw.first_error;
     rows.push_back(std::move(o));
@@ -92,21 +99,34 @@ json::value ToJson(const Report& report) {
       {"all_targets_met", report.all_targets_met()},
       {"cleaned", report.cleaned},
   };
+  if (report.round_trip.ops > 0 || report.round_trip.errors > 0) {
+    json::object rt{
+        {"get_p50_us", Round(report.round_trip.p50_us, 2)},
+        {"get_p99_us", Round(report.round_trip.p99_us, 2)},
+        {"gets", report.round_trip.ops},
+        {"errors", report.round_trip.errors},
+    };
+    if (!report.round_trip.first_error.empty()) rt["first_error"] = report.round_trip.first_error;
+    out["round_trip"] = std::move(rt);
+  }
   if (!report.cleanup_error.empty()) out["cleanup_error"] = report.cleanup_error;
   return out;
 }
 
-std::string TableHeader() {
-  return "  N thr       tx/s  raw CAS/s  bound tx/s  ratio  writes/tx (bound)  reads/tx"
-         "   p50 us    p99 us  peak RSS MB  target\n";
+std::string TableHeader(bool round_trips) {
+  return std::string("  N thr       tx/s  raw CAS/s  bound tx/s  ratio  writes/tx (bound)  reads/tx"
+                     "  RT/tx  crit RT/tx   p50 us    p99 us") +
+         (round_trips ? "  p50 RT  p99 RT" : "") + "  peak RSS MB  target\n";
 }
 
-std::string TableRow(const TxRow& r) {
+std::string TableRow(const TxRow& r, bool round_trips) {
   std::string line = Format(
-      "%3d %3d %10.0f %10.0f %11.0f %6.3f %11.2f (%3d) %9.2f %8.1f %9.1f %12.1f  ", r.n,
+      "%3d %3d %10.0f %10.0f %11.0f %6.3f %11.2f (%3d) %9.2f %6.2f %11.2f %8.1f %9.1f", r.n,
       r.threads, r.tx.ops_per_s, r.raw.ops_per_s, r.bound_tx_per_s, r.ratio_to_bound,
-      r.writes_per_tx, 2 * r.n + 3, r.reads_per_tx, r.tx.p50_us, r.tx.p99_us,
-      static_cast<double>(r.peak_rss_kb) / 1024.0);
+      r.writes_per_tx, 2 * r.n + 3, r.reads_per_tx, r.round_trips_per_tx,
+      r.critical_round_trips_per_tx, r.tx.p50_us, r.tx.p99_us);
+  if (round_trips) line += Format(" %7.2f %7.2f", r.p50_round_trips, r.p99_round_trips);
+  line += Format(" %12.1f  ", static_cast<double>(r.peak_rss_kb) / 1024.0);
   line += Verdict(r);
   if (r.tx.errors + r.raw.errors > 0) {
     line += Format("  [%llu errors: %s]",
@@ -114,6 +134,15 @@ std::string TableRow(const TxRow& r) {
                    (r.tx.first_error.empty() ? r.raw.first_error : r.tx.first_error).c_str());
   }
   return line + "\n";
+}
+
+std::string RoundTripLine(const Report& report) {
+  if (report.round_trip.ops == 0) return {};
+  return Format("round trip: one Store::Get through this store, p50 %.1f us, p99 %.1f us "
+                "(%llu gets, 1 thread); the rows' p50 RT and p99 RT are commit latencies in "
+                "units of this p50\n",
+                report.round_trip.p50_us, report.round_trip.p99_us,
+                static_cast<unsigned long long>(report.round_trip.ops));
 }
 
 std::string ReadTable(const Report& report) {

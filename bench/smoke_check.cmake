@@ -29,7 +29,7 @@ endif()
 math(EXPR last "${rows} - 1")
 foreach(i RANGE ${last})
   foreach(f threads tx_per_s raw_cas_per_s p50_us p99_us ratio_to_bound meets_target
-            peak_rss_kb commits)
+            peak_rss_kb commits round_trips_per_tx critical_round_trips_per_tx batches_per_tx)
     get_field(unused rows ${i} ${f})
   endforeach()
   get_field(n rows ${i} n)

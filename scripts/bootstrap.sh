@@ -16,6 +16,7 @@ packages=(
   doxygen                 # the API reference (the `docs` target)
   groff-base              # checks the generated manual page (groff)
   spin                    # checks the protocol model (model/, its ctest)
+  gnuplot-nox             # `litetx bench --plot` (its tests in tests/cli)
 )
 
 missing=()
