@@ -293,14 +293,14 @@ std::function<Op(int)> RawCas(Store& store, const std::string& collection,
   };
 }
 
-// Sets up the documents: for every thread, max(sizes) documents and one raw CAS key. An id
+// Sets up the documents: for every thread, kGroups x max(sizes) documents and one raw CAS key. An id
 // left over from an earlier run with the same pid is reused.
 Result<std::vector<StoredDocument>> Setup(Store& store, Database& db, const Config& c,
                                           int max_threads) {
   const int max_n = *std::max_element(c.sizes.begin(), c.sizes.end());
   std::vector<StoredDocument> raw;
   for (int t = 0; t < max_threads; ++t) {
-    for (int i = 0; i < max_n; ++i) {
+    for (int i = 0; i < kGroups * max_n; ++i) {
       auto r = db.Commit(Transaction().Insert(c.collection, DocId(t, i),
                                               {{"balance", 0}, {"owner", DocId(t, i)}}));
       if (!r.ok() && r.code() != Code::kConflict) return r.status();
@@ -372,13 +372,21 @@ Result<Report> Run(std::shared_ptr<Store> store, const Config& config, const Opt
       std::optional<Database> db_holder;
       Database& db = db_holder.emplace(critical, engine);
       std::vector<ThreadCounter> on_path(static_cast<std::size_t>(threads));
+      const int max_n = *std::max_element(c.sizes.begin(), c.sizes.end());
       const auto commit = [&](int t) -> Op {
-        auto txn = std::make_shared<Transaction>();
-        for (int i = 0; i < n; ++i) txn->Adjust(c.collection, DocId(t, i), {{"balance", 1}});
-        return [&db, &critical, txn, counter = &on_path[static_cast<std::size_t>(t)].value]()
-                   -> Status {
+        // Group g holds documents g*max_n .. g*max_n+n-1 of the thread.
+        auto txns = std::make_shared<std::vector<Transaction>>(c.hot ? 1 : kGroups);
+        for (std::size_t g = 0; g < txns->size(); ++g) {
+          for (int i = 0; i < n; ++i) {
+            (*txns)[g].Adjust(c.collection, DocId(t, static_cast<int>(g) * max_n + i),
+                              {{"balance", 1}});
+          }
+        }
+        return [&db, &critical, txns, next = std::make_shared<std::size_t>(0),
+                counter = &on_path[static_cast<std::size_t>(t)].value]() -> Status {
           CriticalPathStore::Scope scope(*critical, counter);
-          return db.Commit(*txn).status();
+          const Transaction& txn = (*txns)[(*next)++ % txns->size()];
+          return db.Commit(txn).status();
         };
       };
       const bool native = c.native && threads == 1;

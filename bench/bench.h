@@ -53,7 +53,15 @@ struct Config {
   // raw CAS and transaction slices (raw, tx, native, raw, tx, native...), so that a store whose
   // speed drifts affects all three alike. TxRow::native.
   std::function<Status(int n)> native;
+  // Every transaction of a thread on the same N documents. Otherwise (the default) each thread
+  // cycles through kGroups groups of N documents of its own, so that a transaction does not
+  // meet the previous one's documents while those are still being finished in the background
+  // (a service updating many documents, rather than one hot spot).
+  bool hot = false;
 };
+
+// Groups of documents each thread cycles through unless Config::hot.
+inline constexpr int kGroups = 8;
 
 // A latency histogram of fixed size (log-linear buckets, 32 per power of two: each value is
 // known within ~3 %), so recording allocates nothing and does not move peak memory.

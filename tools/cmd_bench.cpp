@@ -56,6 +56,8 @@ struct BenchArgs {
   std::string delay = "0";  // --delay: modelled round trip before every store call
   std::string plot;         // --plot: SVG file to draw
   std::vector<std::string> plot_with;  // --plot-with: earlier `bench --json` outputs to add
+  bool hot = false;                    // --hot: every transaction of a thread on the same documents
+  std::string finish = "background";   // --finish: where committed transactions are finished
 };
 
 constexpr std::chrono::microseconds kMaxDelay = std::chrono::seconds(1);
@@ -456,6 +458,7 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
     }
   }
   config.cleanup = !args.keep;
+  config.hot = args.hot;
   if (args.quick && !duration_given) {
     config.duration = std::chrono::milliseconds(25);
   } else if (auto d = ParseDuration(args.duration); !d.ok() || d->count() <= 0) {
@@ -542,7 +545,9 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   std::optional<Result<bench::Report>> result;
   std::atomic<bool> done{false};
   std::thread runner([&] {
-    result.emplace(bench::Run(parking, config, EngineOptions(ctx), on_row));
+    Options engine = EngineOptions(ctx);
+    engine.finish_in_background = args.finish == "background";
+    result.emplace(bench::Run(parking, config, engine, on_row));
     done = true;
     Wake();
   });
@@ -663,6 +668,13 @@ void AddBench(CLI::App& app, Context& ctx) {
                   "Modelled network round trip before every store call (100us, 2ms; 0: none); "
                   "latency is then reported in round trips too")
       ->check(DelayCheck());
+  cmd->add_flag("--hot", args->hot,
+                "Every transaction of a thread on the same N documents (default: each thread "
+                "cycles through 8 groups of N documents)");
+  cmd->add_option("--finish", args->finish,
+                  "Finish committed transactions in the background (the default) or inline, "
+                  "before Commit returns")
+      ->check(CLI::IsMember({"background", "inline"}));
   cmd->add_option("--plot", args->plot,
                   "Draw tx/s and p50/p99 latency against N into this SVG file (needs gnuplot)");
   cmd->add_option("--plot-with", args->plot_with,
