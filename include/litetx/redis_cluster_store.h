@@ -53,6 +53,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,9 @@ class RedisClusterStore final : public Store {
   // and sorted. O(keys in the cluster) per call: an administrative operation. kUnavailable if
   // a master cannot be read.
   Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
+  // The operations grouped by the master of their slot, one pipeline per master, all masters
+  // at once (see the comment at the top).
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
 
   // CRC16 (XMODEM) of the key's hash tag (or the whole key) modulo 16384, as Redis computes it.
   static int SlotOf(std::string_view key);
