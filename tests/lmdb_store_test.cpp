@@ -941,3 +941,56 @@ TEST(LmdbStoreTest, LongestValidNamesFitTheKeyLimit) {
 }  // namespace
 }  // namespace ltxtest
 
+
+namespace ltxtest {
+namespace {
+
+// Single Create calls per second from `threads` threads for about `ms` milliseconds, each
+// thread on its own keys.
+double CreatesPerSecond(LmdbDurability d, int threads, int ms) {
+  TempDir dir;
+  auto s = MustOpen(dir.str(), WithDurability(d));
+  if (s == nullptr) return 0;
+  std::atomic<bool> stop{false};
+  std::atomic<long> done{0};
+  const json::object v{{"n", 1}, {"text", std::string(100, 'x')}};
+  std::vector<std::thread> ts;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (long i = 0; !stop.load() && i < 10'000'000; ++i) {
+        auto r = s->Create(Key{"bench", std::to_string(t) + "." + std::to_string(i)}, v);
+        if (!r.ok()) {
+          ADD_FAILURE() << r.status().ToString();
+          return;
+        }
+        ++done;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the measuring window
+  stop = true;
+  for (auto& th : ts) th.join();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(done.load()) / secs;
+}
+
+// A measurement, not a check: prints single-write throughput with 1, 4 and 16 threads in the
+// durable and the no-sync mode. Run with LITETX_LMDB_THROUGHPUT=1.
+TEST(LmdbStoreThroughput, SingleWritesByThreadCount) {
+  if (std::getenv("LITETX_LMDB_THROUGHPUT") == nullptr) {
+    GTEST_SKIP() << "a measurement; set LITETX_LMDB_THROUGHPUT=1 to run it";
+  }
+  for (LmdbDurability d : {LmdbDurability::kDurable, LmdbDurability::kNoSync}) {
+    for (int threads : {1, 4, 16}) {
+      double rate = CreatesPerSecond(d, threads, 1500);
+      std::printf("lmdb %s, %2d threads: %9.0f creates/s\n",
+                  d == LmdbDurability::kDurable ? "durable" : "nosync ", threads, rate);
+      EXPECT_GT(rate, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ltxtest
