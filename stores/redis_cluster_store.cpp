@@ -663,9 +663,11 @@ std::vector<BatchResult> RedisClusterStore::Batch(std::span<const BatchOp> ops) 
     // Somewhere in the middle: any write may have been sent (kUnknown), no read is known.
     for (std::size_t i = 0; i < ops.size(); ++i) {
       out[i] = BatchResult{};
-      out[i].status = ops[i].is_write() ? Status::Unknown("redis-cluster: batch: out of memory; "
-                                                          "the write may or may not have landed")
-                                        : Status::Unavailable("redis-cluster: batch: out of memory");
+      out[i].status =
+          ops[i].is_write()
+              ? Status::Unknown(
+                    "redis-cluster: batch: out of memory; the write may or may not have landed")
+              : Status::Unavailable("redis-cluster: batch: out of memory");
     }
   }
   return out;

@@ -30,8 +30,9 @@
 // Thread safety: every method may be called from any number of threads at once. The
 // environment is opened with MDB_NOTLS; writers of this process are combined into shared
 // write transactions (group commit), writers of different processes are serialised by LMDB's
-// write lock, readers run in parallel. A std::shared_mutex (shared for operations, exclusive only while the memory
-// map is resized) guarantees that no transaction of this process is open during a resize.
+// write lock, readers run in parallel. A std::shared_mutex (shared for operations, exclusive
+// only while the memory map is resized) guarantees that no transaction of this process is open
+// during a resize.
 //
 // Multi-process use: any number of processes may open the same directory at the same time;
 // LMDB's lock file serialises their writers and tracks their readers, and compare-and-swap is

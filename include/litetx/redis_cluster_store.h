@@ -20,6 +20,15 @@
 // ASKING), at most `max_redirects` times. A TRYAGAIN (a slot half moved) is retried after a
 // short pause while the command timeout allows.
 //
+// Batch: the operations are grouped by the master that owns their slot (as the store's map
+// has it), and each group is pipelined to its master on one connection; every pipeline is
+// written out before any reply is read, so the masters work in parallel (one round trip).
+// An operation answered with MOVED, ASK, TRYAGAIN, CLUSTERDOWN or NOSCRIPT did not run: it is
+// sent again on its own and routed exactly as its single call would be. A pipeline that could
+// not be sent (node unreachable) is run operation by operation the same way. If a connection
+// fails after its commands were sent, its writes without a reply are kUnknown and its reads
+// kUnavailable. With wait_replicas, one WAIT follows each master's scripts.
+//
 // Replication is asynchronous in Redis. With wait_replicas = N > 0, every write is followed, in
 // the same round trip, by WAIT N wait_timeout; a write that fewer than N replicas acknowledged
 // in time fails with kUnknown (it did run on the master, and may survive or be lost if that
