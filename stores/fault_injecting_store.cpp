@@ -4,7 +4,9 @@
 // Every call runs the same steps: throw if a kThrow crash already happened; take the call's
 // index and choose its fault (the rule, or one random draw); sleep a random delay; then either
 // fail at once (kTransient) or call the target, count a successful write (which may crash) and
-// possibly hide its reply (kLostReply). The mutex guards only the random source and the
+// possibly hide its reply (kLostReply). A Batch runs these steps per operation, with one delay
+// for the whole batch, and sends the surviving operations as one Batch unless the crash write
+// may be among them (then one at a time). The mutex guards only the random source and the
 // counters; it is never held while calling the target, the rule or the clock.
 #include "litetx/fault_injecting_store.h"
 
@@ -17,6 +19,16 @@ namespace {
 
 bool IsWrite(StoreOp op) {
   return op == StoreOp::kCreate || op == StoreOp::kReplace || op == StoreOp::kErase;
+}
+
+StoreOp OpOf(BatchOp::Type type) {
+  switch (type) {
+    case BatchOp::Type::kGet: return StoreOp::kGet;
+    case BatchOp::Type::kCreate: return StoreOp::kCreate;
+    case BatchOp::Type::kReplace: return StoreOp::kReplace;
+    case BatchOp::Type::kErase: return StoreOp::kErase;
+  }
+  return StoreOp::kGet;
 }
 
 // Reads never lose replies: a kLostReply chosen for one is treated as kNone.
@@ -85,8 +97,64 @@ FaultInjectingStore::FaultInjectingStore(std::shared_ptr<Store> target, FaultOpt
 // ---- operations -------------------------------------------------------------------------------
 
 std::vector<BatchResult> FaultInjectingStore::Batch(std::span<const BatchOp> ops) {
-  // Every operation is decided, counted and possibly crashed on its own, as its single call.
-  return Store::Batch(ops);
+  ThrowIfCrashed();
+  std::vector<BatchResult> out(ops.size());
+  if (ops.empty()) return out;
+  // Each operation is decided on its own (its own call index, its own draw), in order.
+  std::vector<Fault> faults(ops.size());
+  std::vector<std::size_t> survivors;  // indexes of the operations sent to the target
+  survivors.reserve(ops.size());
+  std::uint64_t surviving_writes = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    faults[i] = Decide(OpOf(ops[i].type), ops[i].key);
+    if (faults[i] == Fault::kTransient) {
+      out[i].status = TransientStatus(OpOf(ops[i].type), ops[i].key);
+    } else {
+      survivors.push_back(i);
+      if (ops[i].is_write()) ++surviving_writes;
+    }
+  }
+  Delay();  // one round trip for the whole batch
+  if (survivors.empty()) return out;
+
+  // A landed write: counted, possibly the crash write (Landed throws or exits), its reply
+  // possibly lost.
+  auto settle = [&](std::size_t i, BatchResult r) {
+    const BatchOp& op = ops[i];
+    if (op.is_write() && r.status.ok()) {
+      if (faults[i] == Fault::kLostReply) Increment(mu_, lost_);
+      Landed();
+      if (faults[i] == Fault::kLostReply) {
+        r.status = LostReplyStatus(OpOf(op.type), op.key);
+        r.revision = 0;
+      }
+    }
+    out[i] = std::move(r);
+  };
+
+  bool crash_may_fall_inside = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    crash_may_fall_inside = !crashed_ && options_.crash_after_writes != 0 &&
+                            options_.crash_after_writes > writes_ &&
+                            options_.crash_after_writes - writes_ <= surviving_writes;
+  }
+  if (crash_may_fall_inside) {
+    // One operation at a time, in order, so that the operations after the crash write never
+    // reach the target.
+    for (std::size_t i : survivors) {
+      std::vector<BatchResult> one = target().Batch(ops.subspan(i, 1));
+      settle(i, std::move(one.at(0)));
+    }
+  } else {
+    std::vector<BatchOp> send;
+    send.reserve(survivors.size());
+    for (std::size_t i : survivors) send.push_back(ops[i]);
+    std::vector<BatchResult> got = target().Batch(send);
+    for (std::size_t j = 0; j < survivors.size(); ++j) settle(survivors[j], std::move(got.at(j)));
+  }
+  ThrowIfCrashed();  // another thread crashed the "process" meanwhile: the replies are never seen
+  return out;
 }
 
 Result<std::optional<StoredDocument>> FaultInjectingStore::Get(const Key& key) {

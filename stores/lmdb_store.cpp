@@ -18,8 +18,10 @@
 #include <mutex>
 #include <new>
 #include <shared_mutex>
+#include <span>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <boost/json/error.hpp>
 #include <boost/json/parse_options.hpp>
@@ -238,11 +240,37 @@ struct LmdbStore::Env {
   // another process grew the database to (MDB_MAP_RESIZED).
   Status Remap(bool grow, std::size_t observed);
 
-  // Runs `body(txn, &refusal, &revision)` in one write transaction and commits it, growing
-  // or adopting the map and retrying as needed. body returns an LMDB error code; a non-OK
-  // `refusal` with code 0 aborts the transaction and is returned as is.
-  template <typename Body>
-  Result<Revision> Write(std::string_view what, Body&& body);
+  // One operation of a write transaction: a create, replace or erase (or a get, in a batch
+  // that writes), with its key and value already encoded and checked.
+  struct Item {
+    BatchOp::Type type = BatchOp::Type::kGet;
+    std::string key;    // EncodeKey
+    std::string value;  // kCreate, kReplace: 8 placeholder bytes, then the JSON text
+    Revision expected = 0;
+    std::string describe;  // Describe(key), for messages
+    BatchResult result;
+  };
+
+  // Runs `items` (in order) in a write transaction and returns with their results set. Group
+  // commit: the items of every caller that arrives while a transaction is being written are
+  // run together by one of them (the leader) in the next transaction, with one commit (one
+  // fsync); the others wait for their results. A caller that finds no transaction under way
+  // becomes the leader at once, so a lone caller waits for nobody. An item that fails its
+  // condition fails alone; an LMDB error that aborts the transaction fails every write of it
+  // (nothing is written), and then each caller's items are run again in a transaction of
+  // their own, so that one caller's failure does not become another's.
+  void WriteItems(std::vector<Item>* items);
+
+  // Runs the items of `groups` in one write transaction, growing or adopting the map and
+  // retrying as needed. On an error that aborts the transaction (or a failed commit), sets no
+  // result and returns the Status; on OK every item's result is set.
+  Status RunWriteTransaction(const std::vector<std::vector<Item>*>& groups);
+  // Applies one item inside `txn`: sets its result (refusals included) and returns 0, or
+  // returns the LMDB error that aborts the transaction.
+  int ApplyItem(MDB_txn* txn, Item* item) const;
+
+  // Write transactions committed by this process on this environment.
+  std::atomic<std::uint64_t> commits{0};
 
   // Runs `body(txn)` (returning Result<T>) in one read-only transaction.
   template <typename T, typename Body>
@@ -264,6 +292,16 @@ struct LmdbStore::Env {
   std::mutex gate;                         // held by a resizer waiting for `mu`
   std::atomic<bool> resize_wanted{false};  // a resizer holds `gate`
   std::atomic<bool> broken{false};         // a resize failed and the map is gone
+
+  // Group commit: callers queue their items; one leader at a time runs a transaction.
+  struct Waiter {
+    std::vector<Item>* items = nullptr;
+    bool done = false;
+  };
+  std::mutex group_mu;
+  std::condition_variable group_done;
+  std::vector<Waiter*> queue;  // guarded by group_mu
+  bool leading = false;        // guarded by group_mu: a leader is running a transaction
 };
 
 namespace {
@@ -361,8 +399,69 @@ int LmdbStore::Env::NextRevision(MDB_txn* txn, Status* refusal, Revision* rev) c
   return mdb_put(txn, dbi, &k, &nv, 0);
 }
 
-template <typename Body>
-Result<Revision> LmdbStore::Env::Write(std::string_view what, Body&& body) {
+int LmdbStore::Env::ApplyItem(MDB_txn* txn, Item* item) const {
+  BatchResult& res = item->result;
+  res = BatchResult{};
+  MDB_val kv = Val(item->key);
+  MDB_val old;
+  int rc = mdb_get(txn, dbi, &kv, &old);
+  if (rc != 0 && rc != MDB_NOTFOUND) return rc;
+  const bool present = rc == 0;
+  switch (item->type) {
+    case BatchOp::Type::kGet: {
+      if (!present) return 0;
+      auto doc = Decode(old, item->describe);
+      if (doc.ok()) {
+        res.document = std::move(doc).value();
+      } else {
+        res.status = doc.status();
+      }
+      return 0;
+    }
+    case BatchOp::Type::kCreate:
+      if (present) {
+        res.status = Status::Conflict("create: the key exists");
+        return 0;
+      }
+      break;
+    case BatchOp::Type::kReplace:
+    case BatchOp::Type::kErase: {
+      const char* what = item->type == BatchOp::Type::kReplace ? "replace" : "erase";
+      if (!present) {
+        res.status = Status::Conflict(std::string(what) + ": the key is absent");
+        return 0;
+      }
+      if (old.mv_size < kRevisionBytes) {
+        res.status = Status::Corruption("lmdb: " + std::string(what) + " " + item->describe +
+                                        ": stored value has " + std::to_string(old.mv_size) +
+                                        " bytes, fewer than its 8-byte revision");
+        return 0;
+      }
+      if (GetRevision(old.mv_data) != item->expected) {
+        res.status = Status::Conflict(std::string(what) + ": revision changed");
+        return 0;
+      }
+      if (item->type == BatchOp::Type::kErase) return mdb_del(txn, dbi, &kv, nullptr);
+      break;
+    }
+  }
+  Status refusal;
+  Revision rev = 0;
+  rc = NextRevision(txn, &refusal, &rev);
+  if (rc != 0) return rc;
+  if (!refusal.ok()) {
+    res.status = refusal;
+    return 0;
+  }
+  PutRevision(item->value.data(), rev);
+  MDB_val vv = Val(item->value);
+  rc = mdb_put(txn, dbi, &kv, &vv, item->type == BatchOp::Type::kCreate ? MDB_NOOVERWRITE : 0);
+  if (rc == 0) res.revision = rev;
+  return rc;
+}
+
+Status LmdbStore::Env::RunWriteTransaction(const std::vector<std::vector<Item>*>& groups) {
+  const std::string_view what = "write";
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     auto lock = Enter();
     if (broken.load()) return Broken();
@@ -374,13 +473,19 @@ Result<Revision> LmdbStore::Env::Write(std::string_view what, Body&& body) {
       continue;
     }
     if (rc != 0) return MdbError(rc, what, path);
-    Status refusal;
-    Revision rev = 0;
-    rc = body(txn.get(), &refusal, &rev);
-    if (rc == 0 && !refusal.ok()) return refusal;  // ~Txn aborts: nothing written
+    for (std::vector<Item>* items : groups) {
+      for (Item& item : *items) {
+        rc = ApplyItem(txn.get(), &item);
+        if (rc != 0) break;
+      }
+      if (rc != 0) break;
+    }
     if (rc == 0) {
       rc = txn.Commit();
-      if (rc == 0) return rev;
+      if (rc == 0) {
+        commits.fetch_add(1, std::memory_order_relaxed);
+        return Status::Ok();
+      }
       if (rc != MDB_MAP_FULL) return CommitError(rc, what, path);
     } else {
       txn.Abort();
@@ -391,9 +496,61 @@ Result<Revision> LmdbStore::Env::Write(std::string_view what, Body&& body) {
     lock.unlock();
     if (Status s = Remap(true, observed); !s.ok()) return s;
   }
-  return Status::Unavailable("lmdb " + Quoted(path) + ": " + std::string(what) +
-                             ": gave up after " + std::to_string(kMaxAttempts) +
-                             " memory map resizes");
+  return Status::Unavailable("lmdb " + Quoted(path) + ": write: gave up after " +
+                             std::to_string(kMaxAttempts) + " memory map resizes");
+}
+
+void LmdbStore::Env::WriteItems(std::vector<Item>* items) {
+  Waiter me{items, false};
+  std::unique_lock<std::mutex> lock(group_mu);
+  queue.push_back(&me);
+  while (!me.done) {
+    if (leading) {
+      group_done.wait(lock);
+      continue;
+    }
+    // Lead: take every queued caller (this one included) into one transaction.
+    leading = true;
+    std::vector<Waiter*> taken;
+    taken.swap(queue);
+    lock.unlock();
+    std::vector<std::vector<Item>*> groups;
+    groups.reserve(taken.size());
+    for (Waiter* w : taken) groups.push_back(w->items);
+    // The transaction as a whole failed: nothing of it committed (or, on kUnknown, maybe
+    // all of it). Each caller's items get a transaction of their own unless the outcome is
+    // open or there was only one caller.
+    auto fail = [](std::vector<Item>* its, const Status& s) {
+      for (Item& item : *its) {
+        item.result = BatchResult{};
+        item.result.status = item.type == BatchOp::Type::kGet && s.code() == Code::kUnknown
+                                 ? Status::Unavailable(s.message())
+                                 : s;
+      }
+    };
+    Status s = Status::Ok();
+    try {
+      s = RunWriteTransaction(groups);
+      if (!s.ok() && s.code() != Code::kUnknown && groups.size() > 1) {
+        for (std::vector<Item>* g : groups) {
+          Status alone = RunWriteTransaction({g});
+          if (!alone.ok()) fail(g, alone);
+        }
+        s = Status::Ok();
+      }
+    } catch (const std::bad_alloc&) {
+      s = Status::Unavailable("lmdb " + Quoted(path) + ": write: out of memory");
+    } catch (const std::exception& e) {
+      s = Status::Unavailable("lmdb " + Quoted(path) + ": write: " + e.what());
+    }
+    if (!s.ok()) {
+      for (std::vector<Item>* g : groups) fail(g, s);
+    }
+    lock.lock();
+    for (Waiter* w : taken) w->done = true;
+    leading = false;
+    group_done.notify_all();
+  }
 }
 
 template <typename T, typename Body>
@@ -618,117 +775,146 @@ Result<std::optional<StoredDocument>> LmdbStore::Get(const Key& key) try {
   return Status::Unavailable(std::string("lmdb: get: ") + e.what());
 }
 
-Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& value) try {
-  if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
-    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
-  }
-  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
-    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": " + why);
-  }
-  std::string k = EncodeKey(key);
-  std::string v;
-  if (!EncodeValue(value, options_.max_value_bytes, &v)) {
-    return Status::InvalidArgument("lmdb: create " + Describe(key) + ": value over " +
-                                   std::to_string(options_.max_value_bytes) + " bytes");
-  }
-  return env_->Write("create", [&](MDB_txn* txn, Status* refusal, Revision* rev) {
-    MDB_val kv = Val(k);
-    MDB_val old;
-    int rc = mdb_get(txn, env_->dbi, &kv, &old);
-    if (rc == 0) {
-      *refusal = Status::Conflict("create: the key exists");
-      return 0;
+namespace {
+
+// The item of a write (or a get in a batch that writes), or the result its single call gives
+// without touching LMDB (a refused key or value, a key that cannot exist). False: `*result`.
+bool PrepareItem(const BatchOp& op, std::size_t max_key, std::size_t max_value_bytes,
+                 LmdbStore::Env::Item* item, BatchResult* result) {
+  const char* name = op.type == BatchOp::Type::kGet      ? "get"
+                     : op.type == BatchOp::Type::kCreate  ? "create"
+                     : op.type == BatchOp::Type::kReplace ? "replace"
+                                                          : "erase";
+  const std::string why_key = KeyProblem(op.key, max_key);
+  switch (op.type) {
+    case BatchOp::Type::kGet:
+      if (!why_key.empty()) return false;  // such a key cannot exist: absent
+      break;
+    case BatchOp::Type::kErase:
+      if (!why_key.empty()) {
+        result->status = Status::Conflict("erase: the key is absent");  // cannot exist
+        return false;
+      }
+      break;
+    case BatchOp::Type::kCreate:
+    case BatchOp::Type::kReplace: {
+      std::string why = why_key;
+      if (why.empty() && op.value == nullptr) why = "batch operation without a value";
+      if (why.empty()) why = engine::StoredValueProblem(*op.value);
+      if (!why.empty()) {
+        result->status = Status::InvalidArgument("lmdb: " + std::string(name) + " " +
+                                                 Describe(op.key) + ": " + why);
+        return false;
+      }
+      if (!EncodeValue(*op.value, max_value_bytes, &item->value)) {
+        result->status = Status::InvalidArgument("lmdb: " + std::string(name) + " " +
+                                                 Describe(op.key) + ": value over " +
+                                                 std::to_string(max_value_bytes) + " bytes");
+        return false;
+      }
+      break;
     }
-    if (rc != MDB_NOTFOUND) return rc;
-    rc = env_->NextRevision(txn, refusal, rev);
-    if (rc != 0 || !refusal->ok()) return rc;
-    PutRevision(v.data(), *rev);
-    MDB_val vv = Val(v);
-    return mdb_put(txn, env_->dbi, &kv, &vv, MDB_NOOVERWRITE);
-  });
-} catch (const std::bad_alloc&) {
-  return OutOfMemory("create");
-} catch (const std::exception& e) {
-  return Status::Unavailable(std::string("lmdb: create: ") + e.what());
+  }
+  item->type = op.type;
+  item->key = EncodeKey(op.key);
+  item->expected = op.expected;
+  item->describe = Describe(op.key);
+  return true;
+}
+
+}  // namespace
+
+// A single write is a batch of one: it joins the group commit like any other.
+Result<Revision> LmdbStore::Create(const Key& key, const boost::json::object& value) {
+  BatchOp op = BatchOp::Create(key, value);
+  BatchResult r = std::move(Batch(std::span<const BatchOp>(&op, 1)).at(0));
+  if (!r.status.ok()) return r.status;
+  return r.revision;
 }
 
 Result<Revision> LmdbStore::Replace(const Key& key, Revision expected,
-                                    const boost::json::object& value) try {
-  if (std::string why = KeyProblem(key, env_->max_key); !why.empty()) {
-    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
-  }
-  if (std::string why = engine::StoredValueProblem(value); !why.empty()) {
-    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": " + why);
-  }
-  std::string k = EncodeKey(key);
-  std::string v;
-  if (!EncodeValue(value, options_.max_value_bytes, &v)) {
-    return Status::InvalidArgument("lmdb: replace " + Describe(key) + ": value over " +
-                                   std::to_string(options_.max_value_bytes) + " bytes");
-  }
-  return env_->Write("replace", [&](MDB_txn* txn, Status* refusal, Revision* rev) {
-    MDB_val kv = Val(k);
-    MDB_val old;
-    int rc = mdb_get(txn, env_->dbi, &kv, &old);
-    if (rc == MDB_NOTFOUND) {
-      *refusal = Status::Conflict("replace: the key is absent");
-      return 0;
-    }
-    if (rc != 0) return rc;
-    if (old.mv_size < kRevisionBytes) {
-      *refusal = Status::Corruption("lmdb: replace " + Describe(key) + ": stored value has " +
-                                    std::to_string(old.mv_size) +
-                                    " bytes, fewer than its 8-byte revision");
-      return 0;
-    }
-    if (GetRevision(old.mv_data) != expected) {
-      *refusal = Status::Conflict("replace: revision changed");
-      return 0;
-    }
-    rc = env_->NextRevision(txn, refusal, rev);
-    if (rc != 0 || !refusal->ok()) return rc;
-    PutRevision(v.data(), *rev);
-    MDB_val vv = Val(v);
-    return mdb_put(txn, env_->dbi, &kv, &vv, 0);
-  });
-} catch (const std::bad_alloc&) {
-  return OutOfMemory("replace");
-} catch (const std::exception& e) {
-  return Status::Unavailable(std::string("lmdb: replace: ") + e.what());
+                                    const boost::json::object& value) {
+  BatchOp op = BatchOp::Replace(key, expected, value);
+  BatchResult r = std::move(Batch(std::span<const BatchOp>(&op, 1)).at(0));
+  if (!r.status.ok()) return r.status;
+  return r.revision;
 }
 
-Status LmdbStore::Erase(const Key& key, Revision expected) try {
-  if (!KeyProblem(key, env_->max_key).empty()) {
-    return Status::Conflict("erase: the key is absent");  // such a key cannot exist
-  }
-  std::string k = EncodeKey(key);
-  auto r = env_->Write("erase", [&](MDB_txn* txn, Status* refusal, Revision*) {
-    MDB_val kv = Val(k);
-    MDB_val old;
-    int rc = mdb_get(txn, env_->dbi, &kv, &old);
-    if (rc == MDB_NOTFOUND) {
-      *refusal = Status::Conflict("erase: the key is absent");
-      return 0;
-    }
-    if (rc != 0) return rc;
-    if (old.mv_size < kRevisionBytes) {
-      *refusal = Status::Corruption("lmdb: erase " + Describe(key) + ": stored value has " +
-                                    std::to_string(old.mv_size) +
-                                    " bytes, fewer than its 8-byte revision");
-      return 0;
-    }
-    if (GetRevision(old.mv_data) != expected) {
-      *refusal = Status::Conflict("erase: revision changed");
-      return 0;
-    }
-    return mdb_del(txn, env_->dbi, &kv, nullptr);
-  });
-  return r.status();
-} catch (const std::bad_alloc&) {
-  return OutOfMemory("erase");
-} catch (const std::exception& e) {
-  return Status::Unavailable(std::string("lmdb: erase: ") + e.what());
+Status LmdbStore::Erase(const Key& key, Revision expected) {
+  BatchOp op = BatchOp::Erase(key, expected);
+  return std::move(Batch(std::span<const BatchOp>(&op, 1)).at(0)).status;
 }
+
+std::vector<BatchResult> LmdbStore::Batch(std::span<const BatchOp> ops) {
+  std::vector<BatchResult> out(ops.size());
+  try {
+    const bool writes =
+        std::any_of(ops.begin(), ops.end(), [](const BatchOp& op) { return op.is_write(); });
+    if (!writes) {
+      // Reads only: one read transaction for all of them.
+      std::vector<std::size_t> keys_at;
+      std::vector<std::string> keys;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (!KeyProblem(ops[i].key, env_->max_key).empty()) continue;  // absent
+        keys_at.push_back(i);
+        keys.push_back(EncodeKey(ops[i].key));
+      }
+      if (keys.empty()) return out;
+      auto r = env_->Read<bool>("get", [&](MDB_txn* txn) -> Result<bool> {
+        for (std::size_t j = 0; j < keys.size(); ++j) {
+          BatchResult& res = out[keys_at[j]];
+          const Key& key = ops[keys_at[j]].key;
+          MDB_val kv = Val(keys[j]);
+          MDB_val v;
+          int rc = mdb_get(txn, env_->dbi, &kv, &v);
+          if (rc == MDB_NOTFOUND) continue;
+          if (rc != 0) {
+            res.status = MdbError(rc, "get " + Describe(key), env_->path);
+            continue;
+          }
+          auto doc = Decode(v, Describe(key));
+          if (doc.ok()) {
+            res.document = std::move(doc).value();
+          } else {
+            res.status = doc.status();
+          }
+        }
+        return true;
+      });
+      if (!r.ok()) {
+        for (std::size_t i : keys_at) out[i].status = r.status();
+      }
+      return out;
+    }
+    // With writes: every operation the store has to run goes into one write transaction.
+    std::vector<Env::Item> items;
+    std::vector<std::size_t> items_at;
+    items.reserve(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      Env::Item item;
+      if (PrepareItem(ops[i], env_->max_key, options_.max_value_bytes, &item, &out[i])) {
+        items.push_back(std::move(item));
+        items_at.push_back(i);
+      }
+    }
+    if (items.empty()) return out;
+    env_->WriteItems(&items);
+    for (std::size_t j = 0; j < items.size(); ++j) out[items_at[j]] = std::move(items[j].result);
+  } catch (const std::bad_alloc&) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      out[i] = BatchResult{};
+      out[i].status = OutOfMemory(ops[i].is_write() ? "write" : "get");
+    }
+  } catch (const std::exception& e) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      out[i] = BatchResult{};
+      out[i].status = Status::Unavailable(std::string("lmdb: batch: ") + e.what());
+    }
+  }
+  return out;
+}
+
+std::uint64_t LmdbStore::write_transactions() const { return env_->commits.load(); }
 
 Result<ScanPage> LmdbStore::Scan(std::string_view collection, std::string_view cursor,
                                  std::size_t limit) try {

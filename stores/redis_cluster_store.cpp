@@ -552,6 +552,127 @@ Status RedisClusterStore::Erase(const Key& key, Revision expected) try {
   return Status::Unavailable("redis-cluster: erase: out of memory");
 }
 
+std::vector<BatchResult> RedisClusterStore::Batch(std::span<const BatchOp> ops) {
+  std::vector<BatchResult> out(ops.size());
+  try {
+    const RedisClusterOptions& o = impl_->options;
+    std::vector<BatchCommand> cmds;
+    cmds.reserve(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      BatchCommand c;
+      if (PrepareBatchOp(ops[i], i, "redis-cluster", o.prefix, o.buckets, &c, &out[i])) {
+        cmds.push_back(std::move(c));
+      }
+    }
+    if (cmds.empty()) return out;
+    // Group the commands by the master of their slot (as the slot map has it now).
+    std::map<NodePool*, std::vector<std::size_t>> groups;
+    std::vector<std::size_t> alone;  // run on their own through the single calls
+    for (std::size_t j = 0; j < cmds.size(); ++j) {
+      std::uint64_t seen = 0;
+      NodePool* p = impl_->SlotPool(SlotOf(cmds[j].keys.doc), &seen);
+      if (p != nullptr) {
+        groups[p].push_back(j);
+      } else {
+        alone.push_back(j);
+      }
+    }
+    struct Pipeline {
+      std::unique_ptr<Conn> conn;
+      std::vector<std::size_t> idx;  // into cmds
+      std::size_t sent = 0;          // commands handed to the kernel whole
+      bool writes = false;
+      bool wait_sent = false;
+      std::string error, wait_error;
+    };
+    std::vector<Pipeline> pipes;
+    pipes.reserve(groups.size());
+    // Every pipeline is written out before any reply is read: the masters work in parallel.
+    for (auto& [pool, idx] : groups) {
+      Pipeline p;
+      p.conn = std::make_unique<Conn>(pool);
+      p.idx = std::move(idx);
+      if (Status s = p.conn->Open(); s.ok()) {
+        std::vector<Command> send;
+        send.reserve(p.idx.size());
+        for (std::size_t j : p.idx) {
+          send.push_back(CommandOf(impl_->scripts, cmds[j], false));
+          p.writes = p.writes || cmds[j].write;
+        }
+        p.sent = SendCounted(*p.conn, send, &p.error);
+        if (p.sent == p.idx.size() && p.writes && o.wait_replicas > 0) {
+          p.wait_sent = Send(*p.conn,
+                             {Command{{"WAIT", std::to_string(o.wait_replicas),
+                                       std::to_string(o.wait_timeout.count())}}},
+                             &p.wait_error);
+        }
+      } else {
+        p.error = s.message();
+      }
+      pipes.push_back(std::move(p));
+    }
+    for (Pipeline& p : pipes) {
+      // Not sent whole: it did not run; the single call routes it (the node may be gone).
+      for (std::size_t k = p.sent; k < p.idx.size(); ++k) alone.push_back(p.idx[k]);
+      if (p.sent == 0) continue;
+      std::vector<Reply> replies;
+      replies.reserve(p.sent);
+      const bool all = p.sent == p.idx.size() && Receive(*p.conn, p.sent, &replies, &p.error);
+      std::vector<std::size_t> written;  // writes that ran (their WAIT decides)
+      for (std::size_t k = 0; k < p.sent; ++k) {
+        const BatchCommand& c = cmds[p.idx[k]];
+        if (k >= replies.size()) {
+          out[c.op] = BatchLostResult(c, p.conn->pool()->name() + ": " + p.error);
+          continue;
+        }
+        const redisReply* r = replies[k].get();
+        if (BatchRetryable(c, r)) {
+          // Nothing ran: MOVED, ASK, TRYAGAIN, CLUSTERDOWN or NOSCRIPT. The single call sends
+          // it again and follows the redirect.
+          ErrorReply e = ClassifyError(ReplyText(r));
+          if (e.kind == ErrorKind::kMoved) {
+            impl_->moved.fetch_add(1);
+            impl_->SetSlot(SlotOf(c.keys.doc), impl_->Pool(e.host, e.port));
+          }
+          alone.push_back(p.idx[k]);
+          continue;
+        }
+        out[c.op] = BatchReplyResult(c, r);
+        if (c.write && out[c.op].status.ok()) written.push_back(p.idx[k]);
+      }
+      if (p.writes && o.wait_replicas > 0 && !written.empty()) {
+        std::string why =
+            all ? WaitProblem(*p.conn, p.wait_sent, p.wait_error, o.wait_replicas,
+                              o.wait_timeout)
+                : "the write ran but the connection failed before WAIT answered: " + p.error;
+        if (!why.empty()) {
+          for (std::size_t j : written) {
+            out[cmds[j].op] = BatchResult{};
+            out[cmds[j].op].status = Status::Unknown(cmds[j].what + ": " + why);
+          }
+        }
+      }
+    }
+    pipes.clear();  // connections back to their pools before the single calls take any
+    std::sort(alone.begin(), alone.end());
+    for (std::size_t j : alone) {
+      std::vector<BatchResult> one = Store::Batch(ops.subspan(cmds[j].op, 1));
+      out[cmds[j].op] = std::move(one.at(0));
+    }
+  } catch (const std::bad_alloc&) {
+    // Somewhere in the middle: any write may have been sent (kUnknown), no read is known.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      out[i] = BatchResult{};
+      out[i].status =
+          ops[i].is_write()
+              ? Status::Unknown(
+                    "redis-cluster: batch: out of memory; the write may or may not have landed")
+              : Status::Unavailable("redis-cluster: batch: out of memory");
+    }
+  }
+  return out;
+}
+
 Result<ScanPage> RedisClusterStore::Scan(std::string_view collection, std::string_view cursor,
                                          std::size_t limit) try {
   if (limit == 0) return Status::InvalidArgument("redis-cluster: scan: limit must be positive");

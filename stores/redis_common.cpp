@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <boost/json/error.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/value.hpp>
 
@@ -476,6 +477,43 @@ bool Send(Conn& conn, const std::vector<Command>& commands, std::string* error) 
   return true;
 }
 
+std::size_t SendCounted(Conn& conn, const std::vector<Command>& commands, std::string* error) {
+  redisContext* c = conn.get();
+  // Where each command ends in the output buffer, counted from the first byte of this call.
+  std::vector<std::size_t> ends;
+  ends.reserve(commands.size());
+  const std::size_t before = sdslen(c->obuf);
+  for (const Command& cmd : commands) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> argvlen;
+    for (const std::string& a : cmd.args) {
+      argv.push_back(a.data());
+      argvlen.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), argvlen.data()) !=
+        REDIS_OK) {
+      *error = ContextError(c);
+      conn.MarkBroken();
+      return 0;  // nothing was written out yet
+    }
+    ends.push_back(sdslen(c->obuf) - before);
+  }
+  const std::size_t total = sdslen(c->obuf) - before;
+  int done = 0;
+  while (done == 0) {
+    if (redisBufferWrite(c, &done) != REDIS_OK) {
+      *error = ContextError(c);
+      conn.MarkBroken();
+      // redisBufferWrite drops the bytes the kernel took from the front of the buffer.
+      const std::size_t left = std::min(sdslen(c->obuf), total);
+      const std::size_t written = total - left;
+      return static_cast<std::size_t>(
+          std::upper_bound(ends.begin(), ends.end(), written) - ends.begin());
+    }
+  }
+  return commands.size();
+}
+
 bool Receive(Conn& conn, std::size_t n, std::vector<Reply>* out, std::string* error) {
   redisContext* c = conn.get();
   for (std::size_t i = 0; i < n; ++i) {
@@ -612,13 +650,19 @@ Status CheckFormat(redisContext* c, std::string_view prefix, std::size_t buckets
   return Status::Unavailable("redis: the format marker " + Quoted(key) + " keeps changing");
 }
 
-Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call,
-                       const std::string& what) {
+Command ScriptCommand(const Scripts& scripts, const WriteCall& call) {
   Command cmd;
+  cmd.args.reserve(6 + call.argv->size());
   cmd.args = {call.eval ? "EVAL" : "EVALSHA",
               call.eval ? scripts.text[call.id] : scripts.sha[call.id], "3", call.keys->doc,
               call.keys->index, call.keys->counter};
   cmd.args.insert(cmd.args.end(), call.argv->begin(), call.argv->end());
+  return cmd;
+}
+
+Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call,
+                       const std::string& what) {
+  Command cmd = ScriptCommand(scripts, call);
   std::vector<Command> first;
   if (call.asking) first.push_back(Command{{"ASKING"}});
   first.push_back(std::move(cmd));
@@ -666,6 +710,137 @@ Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call
                            " ms; it may be lost if the master fails");
   }
   return script;
+}
+
+bool PrepareBatchOp(const BatchOp& op, std::size_t index, std::string_view store,
+                    std::string_view prefix, std::size_t buckets, BatchCommand* cmd,
+                    BatchResult* result) {
+  const char* name = op.type == BatchOp::Type::kGet      ? "get"
+                     : op.type == BatchOp::Type::kCreate  ? "create"
+                     : op.type == BatchOp::Type::kReplace ? "replace"
+                                                          : "erase";
+  cmd->op = index;
+  cmd->where = Describe(op.key);
+  cmd->what = std::string(store) + ": " + name + " " + cmd->where;
+  const std::string bad_collection = CollectionProblem(op.key.collection);
+  switch (op.type) {
+    case BatchOp::Type::kGet:
+      if (!bad_collection.empty()) return false;  // such a key cannot exist: absent
+      break;
+    case BatchOp::Type::kErase:
+      if (!bad_collection.empty()) {
+        result->status = Status::Conflict("erase: the key is absent");
+        return false;
+      }
+      cmd->write = true;
+      cmd->id = kErase;
+      cmd->argv = {op.key.id, std::to_string(op.expected)};
+      break;
+    case BatchOp::Type::kCreate:
+    case BatchOp::Type::kReplace: {
+      std::string why = bad_collection;
+      if (why.empty() && op.value == nullptr) why = "batch operation without a value";
+      if (why.empty()) why = engine::StoredValueProblem(*op.value);
+      if (!why.empty()) {
+        result->status = Status::InvalidArgument(cmd->what + ": " + why);
+        return false;
+      }
+      cmd->write = true;
+      cmd->id = op.type == BatchOp::Type::kCreate ? kCreate : kReplace;
+      cmd->argv = {op.key.id, json::serialize(*op.value)};
+      if (op.type == BatchOp::Type::kReplace) cmd->argv.push_back(std::to_string(op.expected));
+      break;
+    }
+  }
+  cmd->keys = KeysOf(prefix, buckets, op.key);
+  return true;
+}
+
+Command CommandOf(const Scripts& scripts, const BatchCommand& cmd, bool eval) {
+  if (!cmd.write) return Command{{"HMGET", cmd.keys.doc, "v", "r"}};
+  WriteCall call{cmd.id, &cmd.keys, &cmd.argv};
+  call.eval = eval;
+  return ScriptCommand(scripts, call);
+}
+
+BatchResult BatchReplyResult(const BatchCommand& cmd, const redisReply* reply) {
+  BatchResult res;
+  if (!cmd.write) {
+    if (reply->type == REDIS_REPLY_ERROR &&
+        ClassifyError(ReplyText(reply)).kind == ErrorKind::kRefused) {
+      res.status = Status::Unavailable(cmd.what + ": " + std::string(ReplyText(reply)));
+      return res;
+    }
+    auto doc = DecodeHmget(reply, cmd.where);
+    if (doc.ok()) {
+      res.document = std::move(doc).value();
+    } else {
+      res.status = doc.status();
+    }
+    return res;
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    res.status = WriteErrorStatus(cmd.id, ClassifyError(ReplyText(reply)), cmd.what);
+    return res;
+  }
+  if (cmd.id == kErase) {
+    if (reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
+      res.status = Status::Corruption(cmd.what + ": unexpected reply");
+    }
+    return res;
+  }
+  Revision rev = 0;
+  if (reply->type != REDIS_REPLY_STRING || !ParseRevision(ReplyText(reply), &rev)) {
+    res.status = Status::Corruption(cmd.what + ": answered with something other than a revision");
+    return res;
+  }
+  res.revision = rev;
+  return res;
+}
+
+BatchResult BatchLostResult(const BatchCommand& cmd, const std::string& error) {
+  BatchResult res;
+  res.status = cmd.write ? Status::Unknown(cmd.what +
+                                           ": the reply was lost, the write may or may not have "
+                                           "landed: " + error)
+                         : Status::Unavailable(cmd.what + ": " + error);
+  return res;
+}
+
+bool BatchRetryable(const BatchCommand& cmd, const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ERROR) return false;
+  switch (ClassifyError(ReplyText(reply)).kind) {
+    case ErrorKind::kMoved:
+    case ErrorKind::kAsk:
+    case ErrorKind::kTryAgain:
+    case ErrorKind::kClusterDown:
+      return true;
+    case ErrorKind::kNoScript:
+      return cmd.write;
+    default:
+      return false;
+  }
+}
+
+std::string WaitProblem(Conn& conn, bool wait_sent, const std::string& send_error, int replicas,
+                        std::chrono::milliseconds timeout) {
+  if (!wait_sent) return "the write ran but WAIT could not be sent: " + send_error;
+  std::vector<Reply> w;
+  std::string error;
+  if (!Receive(conn, 1, &w, &error)) {
+    return "the write ran but the reply to WAIT was lost: " + error;
+  }
+  if (w[0]->type != REDIS_REPLY_INTEGER) {
+    return "the write ran but WAIT answered " +
+           (w[0]->type == REDIS_REPLY_ERROR ? std::string(ReplyText(w[0].get()))
+                                            : std::string("an unexpected type"));
+  }
+  if (w[0]->integer < replicas) {
+    return "the write ran on the master but only " + std::to_string(w[0]->integer) + " of " +
+           std::to_string(replicas) + " replicas acknowledged it within " +
+           std::to_string(timeout.count()) + " ms; it may be lost if the master fails";
+  }
+  return {};
 }
 
 std::optional<std::string> IndexKeyCollection(std::string_view key, std::string_view prefix,

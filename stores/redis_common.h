@@ -182,6 +182,10 @@ class Conn {
 // kernel: the last command was then not received whole and cannot have run (`*error` set,
 // the connection marked broken).
 bool Send(Conn& conn, const std::vector<Command>& commands, std::string* error);
+// Appends `commands` and writes them all out, like Send, and returns how many of them were
+// handed to the kernel whole (commands.size() on success). On a failure the commands after
+// that count were not received whole and cannot have run; those before it may have run.
+std::size_t SendCounted(Conn& conn, const std::vector<Command>& commands, std::string* error);
 // Reads `n` replies; false on an I/O error (timeout, dropped connection; marked broken).
 bool Receive(Conn& conn, std::size_t n, std::vector<Reply>* out, std::string* error);
 
@@ -228,10 +232,50 @@ struct WriteCall {
 Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call,
                        const std::string& what);
 
+// The write script command for `call` (EVALSHA or EVAL, without ASKING or WAIT).
+Command ScriptCommand(const Scripts& scripts, const WriteCall& call);
+
 // Maps a write script's final error reply (not NOSCRIPT/MOVED/ASK/TRYAGAIN) to a Status.
 Status WriteErrorStatus(ScriptId id, const ErrorReply& e, const std::string& what);
 
 timeval ToTimeval(std::chrono::milliseconds ms);
+
+// ---------------------------------------------------------------------------------------------
+// Batches (Store::Batch): each operation is the command its single call would send.
+
+// One operation of a batch ready to send: its HMGET or its write script (EVALSHA).
+struct BatchCommand {
+  std::size_t op = 0;  // index in the batch
+  bool write = false;
+  ScriptId id = kCreate;  // writes only
+  Keys keys;
+  std::vector<std::string> argv;  // writes only: the script's ARGV
+  std::string what;               // "<store>: <operation> <key>", for messages
+  std::string where;              // Describe(key)
+};
+
+// Builds the command of `op` (`store` names the store in messages: "redis", "redis-cluster"),
+// or, for an operation its single call answers without the server (a refused key or value, a
+// missing value pointer, a key that cannot exist), sets `*result` and returns false.
+bool PrepareBatchOp(const BatchOp& op, std::size_t index, std::string_view store,
+                    std::string_view prefix, std::size_t buckets, BatchCommand* cmd,
+                    BatchResult* result);
+// The command to send for `cmd` (HMGET, or EVALSHA / EVAL of its script).
+Command CommandOf(const Scripts& scripts, const BatchCommand& cmd, bool eval);
+// The result of `cmd` from its reply, as its single call would answer. REQUIRES: the reply is
+// not a redirect, TRYAGAIN, CLUSTERDOWN or (for a write) NOSCRIPT; the caller retries those.
+BatchResult BatchReplyResult(const BatchCommand& cmd, const redisReply* reply);
+// The result of `cmd` when its reply never came (the connection failed after it was sent):
+// kUnknown for a write (it may have run), kUnavailable for a read.
+BatchResult BatchLostResult(const BatchCommand& cmd, const std::string& error);
+// Whether a reply means "nothing ran, send it again": a redirect, TRYAGAIN, CLUSTERDOWN, or a
+// write's NOSCRIPT.
+bool BatchRetryable(const BatchCommand& cmd, const redisReply* reply);
+// After the scripts of a pipeline and a WAIT sent behind them (`wait_sent`; else
+// `send_error` says why not): reads WAIT's reply and returns why the writes that ran are not
+// known to be on `replicas` replicas (then they are kUnknown), or empty.
+std::string WaitProblem(Conn& conn, bool wait_sent, const std::string& send_error, int replicas,
+                        std::chrono::milliseconds timeout);
 
 // ListCollections on one node: runs SCAN 0 MATCH IndexKeyPattern(prefix) COUNT 1000 until the
 // cursor comes back to 0 on `conn`, adding each index key's collection to `names` (unsorted,

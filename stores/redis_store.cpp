@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,113 @@ Status RedisStore::Erase(const Key& key, Revision expected) try {
   return Status::Ok();
 } catch (const std::bad_alloc&) {
   return Status::Unavailable("redis: erase: out of memory");
+}
+
+std::vector<BatchResult> RedisStore::Batch(std::span<const BatchOp> ops) {
+  std::vector<BatchResult> out(ops.size());
+  try {
+    const RedisOptions& o = impl_->options;
+    std::vector<BatchCommand> cmds;
+    cmds.reserve(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      BatchCommand c;
+      if (PrepareBatchOp(ops[i], i, "redis", o.prefix, o.buckets, &c, &out[i])) {
+        cmds.push_back(std::move(c));
+      }
+    }
+    if (cmds.empty()) return out;
+    std::vector<std::size_t> noscript;  // writes whose node lacked the script: nothing ran
+    {
+      Conn conn(impl_->pool.get());
+      if (Status s = conn.Open(); !s.ok()) {
+        for (const BatchCommand& c : cmds) {
+          out[c.op].status = Status(s.code(), c.what + ": " + s.message());
+        }
+        return out;
+      }
+      // One pipeline: every command is appended and written out, then every reply is read.
+      std::vector<Command> send;
+      send.reserve(cmds.size());
+      bool writes = false;
+      for (const BatchCommand& c : cmds) {
+        send.push_back(CommandOf(impl_->scripts, c, false));
+        writes = writes || c.write;
+      }
+      std::string error;
+      const std::size_t sent = SendCounted(conn, send, &error);
+      if (sent < cmds.size()) {
+        // The commands before `sent` reached the server whole and may have run; the rest not.
+        for (std::size_t j = 0; j < cmds.size(); ++j) {
+          if (j < sent) {
+            out[cmds[j].op] = BatchLostResult(cmds[j], error);
+          } else {
+            out[cmds[j].op].status = Status::Unavailable(cmds[j].what + ": not sent: " + error);
+          }
+        }
+        return out;
+      }
+      // WAIT in a second send (as for single calls), so that its failure cannot be taken for
+      // the scripts not having been sent.
+      const bool wait = o.wait_replicas > 0 && writes;
+      bool wait_sent = false;
+      std::string wait_error;
+      if (wait) {
+        wait_sent = Send(conn,
+                         {Command{{"WAIT", std::to_string(o.wait_replicas),
+                                   std::to_string(o.wait_timeout.count())}}},
+                         &wait_error);
+      }
+      std::vector<Reply> replies;
+      replies.reserve(cmds.size());
+      const bool all = Receive(conn, cmds.size(), &replies, &error);
+      for (std::size_t j = 0; j < cmds.size(); ++j) {
+        const BatchCommand& c = cmds[j];
+        if (j >= replies.size()) {
+          out[c.op] = BatchLostResult(c, error);
+          continue;
+        }
+        const redisReply* r = replies[j].get();
+        if (c.write && r->type == REDIS_REPLY_ERROR &&
+            ClassifyError(ReplyText(r)).kind == ErrorKind::kNoScript) {
+          noscript.push_back(j);
+          continue;
+        }
+        out[c.op] = BatchReplyResult(c, r);
+      }
+      if (wait) {
+        // Without a replica count at least wait_replicas, a write that ran is not known to
+        // be on the replicas: kUnknown, as for a single call.
+        std::string why =
+            all ? WaitProblem(conn, wait_sent, wait_error, o.wait_replicas, o.wait_timeout)
+                : "the write ran but the connection failed before WAIT answered: " + error;
+        if (!why.empty()) {
+          for (const BatchCommand& c : cmds) {
+            if (c.write && out[c.op].status.ok()) {
+              out[c.op] = BatchResult{};
+              out[c.op].status = Status::Unknown(c.what + ": " + why);
+            }
+          }
+        }
+      }
+    }  // the connection goes back to the pool before the single calls below take one
+    for (std::size_t j : noscript) {
+      impl_->pool->Warn(cmds[j].what +
+                        ": the server lost the script (NOSCRIPT); sending it again");
+      // Nothing ran: the single call sends it again (and the script's text if need be).
+      std::vector<BatchResult> one = Store::Batch(ops.subspan(cmds[j].op, 1));
+      out[cmds[j].op] = std::move(one.at(0));
+    }
+  } catch (const std::bad_alloc&) {
+    // Somewhere in the middle: any write may have been sent (kUnknown), no read is known.
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      out[i] = BatchResult{};
+      out[i].status =
+          ops[i].is_write()
+              ? Status::Unknown("redis: batch: out of memory; the write may or may not have landed")
+              : Status::Unavailable("redis: batch: out of memory");
+    }
+  }
+  return out;
 }
 
 Result<ScanPage> RedisStore::Scan(std::string_view collection, std::string_view cursor,

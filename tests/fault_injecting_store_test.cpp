@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "litetx/clock.h"
+#include "litetx/counting_store.h"
 #include "litetx/fault_injecting_store.h"
 #include "litetx/memory_store.h"
 #include "store_contract.h"
@@ -505,6 +506,202 @@ TEST(FaultInjectingStoreTest, NoDelayLeavesTheClockAlone) {
   ASSERT_TRUE(rig.store.Create(K("a"), Body(1)).ok());
   ASSERT_TRUE(rig.store.Get(K("a")).ok());
   EXPECT_EQ(clock->NowMillis(), before);
+}
+
+// ---- batches ----------------------------------------------------------------------------------
+
+using litetx::BatchOp;
+using litetx::BatchResult;
+using litetx::CountingStore;
+
+// A Clock whose SleepFor returns at once and counts its calls.
+class SleepCountingClock final : public litetx::Clock {
+ public:
+  std::int64_t NowMillis() override { return 1'700'000'000'000; }
+  std::int64_t MonotonicMicros() override { return 0; }
+  void SleepFor(std::chrono::microseconds) override { sleeps.fetch_add(1); }
+  std::atomic<int> sleeps{0};
+};
+
+// A MemoryStore behind a CountingStore behind a FaultInjectingStore: the counts show what
+// reached the target and in how many calls.
+struct BatchRig {
+  explicit BatchRig(FaultOptions options)
+      : mem(std::make_shared<MemoryStore>()),
+        counting(std::make_shared<CountingStore>(mem)),
+        store(counting, std::move(options)) {}
+  bool Present(const Key& key) {
+    auto r = mem->Get(key);
+    EXPECT_TRUE(r.ok());
+    return r.ok() && r->has_value();
+  }
+  std::shared_ptr<MemoryStore> mem;
+  std::shared_ptr<CountingStore> counting;
+  FaultInjectingStore store;
+};
+
+TEST(FaultInjectingStoreBatchTest, CrashInsideABatchAtEveryPositionLandsExactlyThePrefix) {
+  const boost::json::object v = Body(1);
+  for (std::uint64_t k = 1; k <= 4; ++k) {
+    SCOPED_TRACE("crash after write " + std::to_string(k));
+    BatchRig rig(CrashAfter(k));
+    std::vector<BatchOp> ops;
+    for (int i = 1; i <= 4; ++i) ops.push_back(BatchOp::Create(K("b" + std::to_string(i)), v));
+    EXPECT_THROW((void)rig.store.Batch(ops), SimulatedCrash);
+    EXPECT_TRUE(rig.store.crashed());
+    EXPECT_EQ(rig.store.writes(), k);
+    for (std::uint64_t i = 1; i <= 4; ++i) {
+      EXPECT_EQ(rig.Present(K("b" + std::to_string(i))), i <= k) << "op " << i;
+    }
+    // The later operations never reached the target at all.
+    EXPECT_EQ(rig.counting->counts().creates, k);
+    EXPECT_THROW((void)rig.store.Batch(ops), SimulatedCrash);  // a crashed store stays crashed
+    EXPECT_EQ(rig.counting->counts().creates, k);
+  }
+}
+
+TEST(FaultInjectingStoreBatchTest, FailedWritesInABatchDoNotCountTowardTheCrash) {
+  const boost::json::object v = Body(1);
+  BatchRig rig(CrashAfter(2));
+  ASSERT_TRUE(rig.mem->Create(K("taken"), v).ok());
+  std::vector<BatchOp> ops{BatchOp::Create(K("a"), v), BatchOp::Create(K("taken"), v),
+                           BatchOp::Get(K("a")), BatchOp::Create(K("b"), v),
+                           BatchOp::Create(K("c"), v)};
+  EXPECT_THROW((void)rig.store.Batch(ops), SimulatedCrash);
+  EXPECT_TRUE(rig.Present(K("a")));
+  EXPECT_TRUE(rig.Present(K("b")));
+  EXPECT_FALSE(rig.Present(K("c")));
+  EXPECT_EQ(rig.store.writes(), 2u);
+}
+
+TEST(FaultInjectingStoreBatchTest, BatchIsForwardedWholeWhenNoCrashCanFallInside) {
+  const boost::json::object v = Body(1);
+  BatchRig rig(CrashAfter(5));
+  std::vector<BatchOp> ops;
+  for (int i = 0; i < 4; ++i) ops.push_back(BatchOp::Create(K("f" + std::to_string(i)), v));
+  auto res = rig.store.Batch(ops);
+  ASSERT_EQ(res.size(), 4u);
+  for (const BatchResult& r : res) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(rig.counting->counts().batches, 1u);
+  EXPECT_EQ(rig.counting->counts().round_trips, 1u);
+  EXPECT_FALSE(rig.store.crashed());
+  EXPECT_EQ(rig.store.writes(), 4u);
+  // The fifth write is the crash write: now it can fall inside, and it does.
+  std::vector<BatchOp> more{BatchOp::Get(K("f0")), BatchOp::Create(K("g0"), v),
+                            BatchOp::Create(K("g1"), v)};
+  EXPECT_THROW((void)rig.store.Batch(more), SimulatedCrash);
+  EXPECT_TRUE(rig.Present(K("g0")));
+  EXPECT_FALSE(rig.Present(K("g1")));
+}
+
+TEST(FaultInjectingStoreBatchTest, RuleSeesEveryOperationWithItsOwnIndex) {
+  struct Seen {
+    StoreOp op;
+    std::string id;
+    std::uint64_t index;
+  };
+  std::mutex mu;
+  std::vector<Seen> seen;
+  BatchRig rig(WithRule([&](StoreOp op, const Key& key, std::uint64_t index) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back({op, key.id, index});
+    return Fault::kNone;
+  }));
+  auto rev = rig.mem->Create(K("r"), Body(1));
+  auto rev2 = rig.mem->Create(K("e"), Body(1));
+  ASSERT_TRUE(rev.ok() && rev2.ok());
+  ASSERT_TRUE(rig.store.Get(K("first")).ok());  // index 1
+  const boost::json::object v = Body(2);
+  std::vector<BatchOp> ops{BatchOp::Get(K("g")), BatchOp::Create(K("c"), v),
+                           BatchOp::Replace(K("r"), *rev, v), BatchOp::Erase(K("e"), *rev2)};
+  auto res = rig.store.Batch(ops);
+  for (const BatchResult& r : res) EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_TRUE(rig.store.Get(K("last")).ok());  // index 6
+  ASSERT_EQ(seen.size(), 6u);
+  const StoreOp want_ops[] = {StoreOp::kGet, StoreOp::kGet,     StoreOp::kCreate,
+                              StoreOp::kReplace, StoreOp::kErase, StoreOp::kGet};
+  const char* want_ids[] = {"first", "g", "c", "r", "e", "last"};
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(seen[i].op, want_ops[i]) << i;
+    EXPECT_EQ(seen[i].id, want_ids[i]) << i;
+    EXPECT_EQ(seen[i].index, i + 1) << i;
+  }
+}
+
+TEST(FaultInjectingStoreBatchTest, TransientAndLostReplyHitOneOperationEach) {
+  BatchRig rig(WithRule([](StoreOp, const Key& key, std::uint64_t) {
+    if (key.id == "t" || key.id == "tg") return Fault::kTransient;
+    if (key.id == "l" || key.id == "lg") return Fault::kLostReply;  // "lg" is a read: ignored
+    return Fault::kNone;
+  }));
+  ASSERT_TRUE(rig.mem->Create(K("lg"), Body(7)).ok());
+  const boost::json::object v = Body(1);
+  std::vector<BatchOp> ops{BatchOp::Create(K("a"), v), BatchOp::Create(K("t"), v),
+                           BatchOp::Create(K("l"), v), BatchOp::Get(K("tg")),
+                           BatchOp::Get(K("lg")), BatchOp::Create(K("z"), v)};
+  auto res = rig.store.Batch(ops);
+  ASSERT_EQ(res.size(), 6u);
+  EXPECT_TRUE(res[0].status.ok());
+  EXPECT_NE(res[0].revision, 0u);
+  EXPECT_EQ(res[1].status.code(), Code::kUnavailable);
+  EXPECT_EQ(res[2].status.code(), Code::kUnknown);
+  EXPECT_EQ(res[3].status.code(), Code::kUnavailable);
+  ASSERT_TRUE(res[4].status.ok()) << res[4].status.ToString();
+  ASSERT_TRUE(res[4].document.has_value());
+  EXPECT_EQ(res[4].document->value, Body(7));
+  EXPECT_TRUE(res[5].status.ok());
+  EXPECT_TRUE(rig.Present(K("a")));
+  EXPECT_FALSE(rig.Present(K("t")));  // transient: nothing written
+  EXPECT_TRUE(rig.Present(K("l")));   // lost reply: the write landed
+  EXPECT_TRUE(rig.Present(K("z")));
+  EXPECT_EQ(rig.store.transient_faults(), 2u);
+  EXPECT_EQ(rig.store.lost_replies(), 1u);
+  EXPECT_EQ(rig.store.writes(), 3u);
+  // The failed operations never reached the target; the rest went in one call.
+  EXPECT_EQ(rig.counting->counts().batches, 1u);
+  EXPECT_EQ(rig.counting->counts().creates, 3u);
+  EXPECT_EQ(rig.counting->counts().gets, 1u);
+}
+
+TEST(FaultInjectingStoreBatchTest, DelaysAreSleptOncePerBatch) {
+  const boost::json::object v = Body(1);
+  struct Case {
+    std::chrono::microseconds round_trip, max;
+    int per_call;
+  };
+  for (Case c : {Case{1ms, 0ms, 1}, Case{0ms, 1ms, 1}, Case{1ms, 1ms, 2}, Case{0ms, 0ms, 0}}) {
+    SCOPED_TRACE("round_trip " + std::to_string(c.round_trip.count()) + "us, max " +
+                 std::to_string(c.max.count()) + "us");
+    auto clock = std::make_shared<SleepCountingClock>();
+    FaultOptions o;
+    o.round_trip_delay = c.round_trip;
+    o.max_delay = c.max;
+    o.clock = clock;
+    BatchRig rig(std::move(o));
+    std::vector<BatchOp> ops;
+    for (int i = 0; i < 8; ++i) ops.push_back(BatchOp::Create(K("d" + std::to_string(i)), v));
+    (void)rig.store.Batch(ops);
+    EXPECT_EQ(clock->sleeps.load(), c.per_call);
+    (void)rig.store.Get(K("d0"));
+    EXPECT_EQ(clock->sleeps.load(), 2 * c.per_call);
+    (void)rig.store.Batch({});
+    EXPECT_EQ(clock->sleeps.load(), 2 * c.per_call) << "an empty batch is no round trip";
+  }
+}
+
+TEST(FaultInjectingStoreBatchTest, NullValueFailsThatOperationAlone) {
+  BatchRig rig(FaultOptions{});
+  const boost::json::object v = Body(1);
+  std::vector<BatchOp> ops{BatchOp::Create(K("a"), v), BatchOp::Create(K("n"), v),
+                           BatchOp::Create(K("b"), v)};
+  ops[1].value = nullptr;
+  auto res = rig.store.Batch(ops);
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_TRUE(res[0].status.ok());
+  EXPECT_EQ(res[1].status.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(res[2].status.ok());
+  EXPECT_FALSE(rig.Present(K("n")));
+  EXPECT_EQ(rig.store.writes(), 2u);
 }
 
 // ---- crashes (kExit) --------------------------------------------------------------------------

@@ -941,3 +941,130 @@ TEST(LmdbStoreTest, LongestValidNamesFitTheKeyLimit) {
 }  // namespace
 }  // namespace ltxtest
 
+
+namespace ltxtest {
+namespace {
+
+// A batch with writes is one transaction; a lone writer commits every write on its own.
+TEST(LmdbStoreGroupCommitTest, BatchIsOneTransactionAndALoneWriterIsNotDelayed) {
+  TempDir dir;
+  auto s = MustOpen(dir.str());
+  ASSERT_NE(s, nullptr);
+  const json::object v{{"n", 1}};
+  const std::uint64_t at_start = s->write_transactions();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(s->Create(Key{"g", "single" + std::to_string(i)}, v).ok());
+  }
+  EXPECT_EQ(s->write_transactions() - at_start, 10u);
+  std::vector<litetx::BatchOp> ops;
+  for (int i = 0; i < 50; ++i) {
+    ops.push_back(litetx::BatchOp::Create(Key{"g", "b" + std::to_string(i)}, v));
+  }
+  ops.push_back(litetx::BatchOp::Get(Key{"g", "b0"}));  // sees the write before it
+  auto res = s->Batch(ops);
+  ASSERT_EQ(res.size(), ops.size());
+  for (std::size_t i = 0; i < 50; ++i) {
+    ASSERT_TRUE(res[i].status.ok()) << res[i].status.ToString();
+  }
+  ASSERT_TRUE(res[50].status.ok() && res[50].document.has_value());
+  EXPECT_EQ(res[50].document->revision, res[0].revision);
+  EXPECT_EQ(s->write_transactions() - at_start, 11u);
+  // Reads alone commit nothing.
+  (void)s->Batch(std::vector<litetx::BatchOp>{litetx::BatchOp::Get(Key{"g", "b1"})});
+  EXPECT_EQ(s->write_transactions() - at_start, 11u);
+}
+
+// Concurrent durable writers share commits, and every write is there with its own revision.
+TEST(LmdbStoreGroupCommitTest, ConcurrentWritersShareCommits) {
+  TempDir dir;
+  auto s = MustOpen(dir.str());  // kDurable: a commit is an fsync, so writers pile up
+  ASSERT_NE(s, nullptr);
+  constexpr int kThreads = 16;
+  constexpr int kEach = 25;
+  const json::object v{{"n", 1}};
+  const std::uint64_t at_start = s->write_transactions();
+  std::vector<std::vector<Revision>> revs(kThreads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        Key k{"gc", std::to_string(t) + "." + std::to_string(i)};
+        // Single calls and batches of one alternate: both join the group commit.
+        litetx::Result<Revision> r = Status::Unavailable("not run");
+        if (i % 2 == 0) {
+          r = s->Create(k, v);
+        } else {
+          litetx::BatchResult b =
+              s->Batch(std::vector<litetx::BatchOp>{litetx::BatchOp::Create(k, v)}).at(0);
+          r = b.status.ok() ? litetx::Result<Revision>(b.revision) : b.status;
+        }
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        revs[t].push_back(*r);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  const std::uint64_t commits = s->write_transactions() - at_start;
+  const std::uint64_t writes = kThreads * kEach;
+  std::printf("lmdb group commit: %llu writes from %d threads in %llu commits\n",
+              static_cast<unsigned long long>(writes), kThreads,
+              static_cast<unsigned long long>(commits));
+  EXPECT_LT(commits, writes) << "no two writers ever shared a commit";
+  EXPECT_GE(commits, 1u);
+  std::set<Revision> all;
+  for (const auto& r : revs) all.insert(r.begin(), r.end());
+  EXPECT_EQ(all.size(), writes) << "a revision was handed out twice";
+  auto page = s->Scan("gc", "", 1000);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->documents.size(), writes);
+}
+
+// Single Create calls per second from `threads` threads for about `ms` milliseconds, each
+// thread on its own keys.
+double CreatesPerSecond(LmdbDurability d, int threads, int ms) {
+  TempDir dir;
+  auto s = MustOpen(dir.str(), WithDurability(d));
+  if (s == nullptr) return 0;
+  std::atomic<bool> stop{false};
+  std::atomic<long> done{0};
+  const json::object v{{"n", 1}, {"text", std::string(100, 'x')}};
+  std::vector<std::thread> ts;
+  const auto start = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (long i = 0; !stop.load() && i < 10'000'000; ++i) {
+        auto r = s->Create(Key{"bench", std::to_string(t) + "." + std::to_string(i)}, v);
+        if (!r.ok()) {
+          ADD_FAILURE() << r.status().ToString();
+          return;
+        }
+        ++done;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the measuring window
+  stop = true;
+  for (auto& th : ts) th.join();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(done.load()) / secs;
+}
+
+// A measurement, not a check: prints single-write throughput with 1, 4 and 16 threads in the
+// durable and the no-sync mode. Run with LITETX_LMDB_THROUGHPUT=1.
+TEST(LmdbStoreThroughput, SingleWritesByThreadCount) {
+  if (std::getenv("LITETX_LMDB_THROUGHPUT") == nullptr) {
+    GTEST_SKIP() << "a measurement; set LITETX_LMDB_THROUGHPUT=1 to run it";
+  }
+  for (LmdbDurability d : {LmdbDurability::kDurable, LmdbDurability::kNoSync}) {
+    for (int threads : {1, 4, 16}) {
+      double rate = CreatesPerSecond(d, threads, 1500);
+      std::printf("lmdb %s, %2d threads: %9.0f creates/s\n",
+                  d == LmdbDurability::kDurable ? "durable" : "nosync ", threads, rate);
+      EXPECT_GT(rate, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ltxtest

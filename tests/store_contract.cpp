@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -422,6 +424,259 @@ TEST_P(StoreContractTest, ConcurrentCreatesOfOneKeyHaveOneWinner) {
     EXPECT_EQ(wins.load(), 1);
     EXPECT_EQ(conflicts.load(), kThreads - 1);
   }
+}
+
+// ---- Batch ------------------------------------------------------------------------------------
+
+using litetx::BatchOp;
+using litetx::BatchResult;
+
+// The document at `key`, or nullopt; fails the test on a read error.
+std::optional<StoredDocument> Read(litetx::Store& s, const Key& key) {
+  auto r = s.Get(key);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : std::nullopt;
+}
+
+TEST_P(StoreContractTest, BatchEmptyReturnsNoResults) {
+  EXPECT_TRUE(store().Batch({}).empty());
+}
+
+TEST_P(StoreContractTest, BatchMixedOperationsAnswerAsTheirSingleCalls) {
+  auto ra = store().Create(Key{"b", "a"}, Body(1));
+  auto rb = store().Create(Key{"b", "b"}, Body(2));
+  auto re = store().Create(Key{"b", "e"}, Body(3));
+  auto rf = store().Create(Key{"b", "f"}, Body(4));
+  auto rg = store().Create(Key{"other", "g"}, Body(5));
+  ASSERT_TRUE(ra.ok() && rb.ok() && re.ok() && rf.ok() && rg.ok());
+  const json::object v10 = Body(10), v11 = Body(11), v12 = Body(12), v13 = Body(13);
+  std::vector<BatchOp> ops{
+      BatchOp::Get(Key{"other", "g"}),           // 0: present
+      BatchOp::Get(Key{"b", "absent"}),          // 1: absent
+      BatchOp::Create(Key{"b", "new"}, v10),     // 2: created
+      BatchOp::Create(Key{"b", "b"}, v11),       // 3: exists: conflict
+      BatchOp::Replace(Key{"b", "a"}, *ra, v12), // 4: right revision
+      BatchOp::Replace(Key{"b", "f"}, *rf + 1000, v13),  // 5: wrong revision: conflict
+      BatchOp::Replace(Key{"b", "gone"}, *ra, v13),      // 6: absent: conflict
+      BatchOp::Erase(Key{"b", "e"}, *re),        // 7: right revision
+      BatchOp::Erase(Key{"other", "g"}, *rg + 1000),     // 8: wrong revision: conflict
+      BatchOp::Erase(Key{"b", "nothing"}, 1),    // 9: absent: conflict
+      BatchOp::Get(Key{"b", "b"}),               // 10: present, unchanged by op 3
+  };
+  std::vector<BatchResult> res = store().Batch(ops);
+  ASSERT_EQ(res.size(), ops.size());
+  ASSERT_TRUE(res[0].status.ok()) << res[0].status.ToString();
+  ASSERT_TRUE(res[0].document.has_value());
+  EXPECT_EQ(res[0].document->value, Body(5));
+  EXPECT_EQ(res[0].document->revision, *rg);
+  ASSERT_TRUE(res[1].status.ok()) << res[1].status.ToString();
+  EXPECT_FALSE(res[1].document.has_value());
+  ASSERT_TRUE(res[2].status.ok()) << res[2].status.ToString();
+  EXPECT_EQ(res[3].status.code(), Code::kConflict) << res[3].status.ToString();
+  ASSERT_TRUE(res[4].status.ok()) << res[4].status.ToString();
+  EXPECT_EQ(res[5].status.code(), Code::kConflict) << res[5].status.ToString();
+  EXPECT_EQ(res[6].status.code(), Code::kConflict) << res[6].status.ToString();
+  EXPECT_TRUE(res[7].status.ok()) << res[7].status.ToString();
+  EXPECT_EQ(res[8].status.code(), Code::kConflict) << res[8].status.ToString();
+  EXPECT_EQ(res[9].status.code(), Code::kConflict) << res[9].status.ToString();
+  ASSERT_TRUE(res[10].status.ok()) << res[10].status.ToString();
+  ASSERT_TRUE(res[10].document.has_value());
+  EXPECT_EQ(res[10].document->value, Body(2));
+  EXPECT_EQ(res[10].document->revision, *rb);
+
+  // The store now holds exactly what the single calls would have left.
+  auto created = Read(store(), Key{"b", "new"});
+  ASSERT_TRUE(created.has_value());
+  EXPECT_EQ(created->value, v10);
+  EXPECT_EQ(created->revision, res[2].revision);
+  auto replaced = Read(store(), Key{"b", "a"});
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->value, v12);
+  EXPECT_EQ(replaced->revision, res[4].revision);
+  EXPECT_FALSE(Read(store(), Key{"b", "e"}).has_value());
+  EXPECT_EQ(Read(store(), Key{"b", "b"})->revision, *rb);
+  EXPECT_EQ(Read(store(), Key{"b", "f"})->revision, *rf);
+  EXPECT_EQ(Read(store(), Key{"other", "g"})->revision, *rg);
+  EXPECT_FALSE(Read(store(), Key{"b", "gone"}).has_value());
+  EXPECT_FALSE(Read(store(), Key{"b", "nothing"}).has_value());
+
+  // Revisions are never reused for one key: the replaced key has a new one, and the erased
+  // key created again (in a second batch) gets one it never had.
+  EXPECT_NE(res[4].revision, *ra);
+  std::vector<BatchResult> again = store().Batch(std::vector<BatchOp>{
+      BatchOp::Create(Key{"b", "e"}, v11), BatchOp::Erase(Key{"b", "new"}, res[2].revision)});
+  ASSERT_EQ(again.size(), 2u);
+  ASSERT_TRUE(again[0].status.ok()) << again[0].status.ToString();
+  EXPECT_TRUE(again[1].status.ok()) << again[1].status.ToString();
+  EXPECT_NE(again[0].revision, *re) << "a revision was reused after erase + create";
+  EXPECT_FALSE(Read(store(), Key{"b", "new"}).has_value());
+}
+
+TEST_P(StoreContractTest, BatchOperationFailureLeavesTheOthers) {
+  auto r = store().Create(Key{"b", "x"}, Body(1));
+  ASSERT_TRUE(r.ok());
+  const json::object v = Body(2);
+  std::vector<BatchOp> ops{BatchOp::Create(Key{"b", "p"}, v),
+                           BatchOp::Create(Key{"b", "nullvalue"}, v),
+                           BatchOp::Replace(Key{"b", "x"}, *r + 7, v),  // conflict
+                           BatchOp::Replace(Key{"b", "nullreplace"}, *r, v),
+                           BatchOp::Create(Key{"b", "q"}, v)};
+  ops[1].value = nullptr;
+  ops[3].value = nullptr;
+  std::vector<BatchResult> res = store().Batch(ops);
+  ASSERT_EQ(res.size(), ops.size());
+  EXPECT_TRUE(res[0].status.ok()) << res[0].status.ToString();
+  EXPECT_EQ(res[1].status.code(), Code::kInvalidArgument) << res[1].status.ToString();
+  EXPECT_EQ(res[2].status.code(), Code::kConflict) << res[2].status.ToString();
+  EXPECT_EQ(res[3].status.code(), Code::kInvalidArgument) << res[3].status.ToString();
+  EXPECT_TRUE(res[4].status.ok()) << res[4].status.ToString();
+  EXPECT_TRUE(Read(store(), Key{"b", "p"}).has_value());
+  EXPECT_TRUE(Read(store(), Key{"b", "q"}).has_value());
+  EXPECT_FALSE(Read(store(), Key{"b", "nullvalue"}).has_value());
+  EXPECT_EQ(Read(store(), Key{"b", "x"})->revision, *r);
+}
+
+TEST_P(StoreContractTest, BatchOfTwoHundredOperations) {
+  constexpr int kN = 200;
+  std::vector<json::object> values;
+  for (int i = 0; i < kN; ++i) values.push_back(Body(i));
+  auto id = [](int i) { return "k" + std::to_string(1000 + i); };
+  std::vector<BatchOp> creates;
+  for (int i = 0; i < kN; ++i) creates.push_back(BatchOp::Create(Key{"big", id(i)}, values[i]));
+  std::vector<BatchResult> c = store().Batch(creates);
+  ASSERT_EQ(c.size(), std::size_t{kN});
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_TRUE(c[i].status.ok()) << i << ": " << c[i].status.ToString();
+  }
+  std::vector<BatchOp> gets;
+  for (int i = 0; i < kN; ++i) gets.push_back(BatchOp::Get(Key{"big", id(i)}));
+  std::vector<BatchResult> g = store().Batch(gets);
+  ASSERT_EQ(g.size(), std::size_t{kN});
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_TRUE(g[i].status.ok() && g[i].document.has_value()) << i;
+    EXPECT_EQ(g[i].document->value, values[i]) << i;
+    EXPECT_EQ(g[i].document->revision, c[i].revision) << i;
+  }
+  // Half replaced, half erased, in one batch.
+  const json::object v = Body(-1);
+  std::vector<BatchOp> mixed;
+  for (int i = 0; i < kN; ++i) {
+    mixed.push_back(i % 2 == 0 ? BatchOp::Replace(Key{"big", id(i)}, c[i].revision, v)
+                               : BatchOp::Erase(Key{"big", id(i)}, c[i].revision));
+  }
+  std::vector<BatchResult> m = store().Batch(mixed);
+  ASSERT_EQ(m.size(), std::size_t{kN});
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(m[i].status.ok()) << i << ": " << m[i].status.ToString();
+  auto all = ScanPaged(store(), "big", 1000);
+  ASSERT_EQ(all.size(), std::size_t{kN / 2});
+  for (std::size_t j = 0; j < all.size(); ++j) {
+    const int i = 2 * static_cast<int>(j);  // ids sort as the numbers 1000.. do
+    EXPECT_EQ(all[j].first, id(i));
+    EXPECT_EQ(all[j].second.value, v) << all[j].first;
+    EXPECT_EQ(all[j].second.revision, m[i].revision) << all[j].first;
+    EXPECT_NE(m[i].revision, c[i].revision) << all[j].first;
+  }
+}
+
+TEST_P(StoreContractTest, BatchWithOneKeyTwiceDoesNotCorruptIt) {
+  // The order of two operations on one key is unspecified; each must still be atomic and
+  // the pair must be explained by one of the two orders.
+  const json::object v1 = Body(1), v2 = Body(2);
+  std::vector<BatchResult> res = store().Batch(std::vector<BatchOp>{
+      BatchOp::Create(Key{"dup", "k"}, v1), BatchOp::Create(Key{"dup", "k"}, v2)});
+  ASSERT_EQ(res.size(), 2u);
+  const int winner = res[0].status.ok() ? 0 : 1;
+  EXPECT_TRUE(res[winner].status.ok()) << res[winner].status.ToString();
+  EXPECT_EQ(res[1 - winner].status.code(), Code::kConflict) << res[1 - winner].status.ToString();
+  auto doc = Read(store(), Key{"dup", "k"});
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(doc->revision, res[winner].revision);
+  EXPECT_EQ(doc->value, winner == 0 ? v1 : v2);
+  // Two replaces expecting the same revision: exactly one wins.
+  const Revision rev = doc->revision;
+  res = store().Batch(std::vector<BatchOp>{BatchOp::Replace(Key{"dup", "k"}, rev, v1),
+                                           BatchOp::Replace(Key{"dup", "k"}, rev, v2),
+                                           BatchOp::Get(Key{"dup", "k"})});
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0].status.ok() + res[1].status.ok(), 1)
+      << res[0].status.ToString() << " / " << res[1].status.ToString();
+  const int w = res[0].status.ok() ? 0 : 1;
+  EXPECT_EQ(res[1 - w].status.code(), Code::kConflict);
+  ASSERT_TRUE(res[2].status.ok() && res[2].document.has_value());
+  EXPECT_TRUE(res[2].document->revision == rev || res[2].document->revision == res[w].revision);
+  doc = Read(store(), Key{"dup", "k"});
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(doc->revision, res[w].revision);
+  EXPECT_EQ(doc->value, w == 0 ? v1 : v2);
+}
+
+TEST_P(StoreContractTest, ConcurrentBatchedCompareAndSwapHasOneWinnerPerRevision) {
+  // Threads read a few shared counters in one batch and increment them all in another; every
+  // (key, expected revision) may be won by one replace only, and no increment may be lost.
+  constexpr int kKeys = 4;
+  constexpr int kThreads = 4;
+  constexpr int kEach = 60;
+  std::vector<Key> keys;
+  for (int i = 0; i < kKeys; ++i) {
+    keys.push_back(Key{"cas", "c" + std::to_string(i)});
+    ASSERT_TRUE(store().Create(keys.back(), json::object{{"n", 0}}).ok());
+  }
+  std::mutex mu;
+  std::map<std::pair<int, Revision>, int> wins;  // (key, expected revision) -> winners
+  std::atomic<int> applied{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      std::vector<BatchOp> gets;
+      for (const Key& k : keys) gets.push_back(BatchOp::Get(k));
+      for (int round = 0; round < kEach; ++round) {
+        std::vector<BatchResult> g = store().Batch(gets);
+        if (g.size() != keys.size()) {
+          ADD_FAILURE() << "batch returned " << g.size() << " results";
+          return;
+        }
+        std::vector<json::object> next(kKeys);
+        std::vector<BatchOp> cas;
+        for (int i = 0; i < kKeys; ++i) {
+          if (!g[i].status.ok() || !g[i].document.has_value()) {
+            ADD_FAILURE() << "get failed: " << g[i].status.ToString();
+            return;
+          }
+          next[i] = json::object{{"n", g[i].document->value.at("n").as_int64() + 1}};
+        }
+        for (int i = 0; i < kKeys; ++i) {
+          cas.push_back(BatchOp::Replace(keys[i], g[i].document->revision, next[i]));
+        }
+        std::vector<BatchResult> r = store().Batch(cas);
+        if (r.size() != keys.size()) {
+          ADD_FAILURE() << "batch returned " << r.size() << " results";
+          return;
+        }
+        for (int i = 0; i < kKeys; ++i) {
+          if (r[i].status.ok()) {
+            ++applied;
+            std::lock_guard<std::mutex> lock(mu);
+            ++wins[{i, g[i].document->revision}];
+          } else if (r[i].status.code() != Code::kConflict) {
+            ADD_FAILURE() << r[i].status.ToString();
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& [kr, n] : wins) {
+    EXPECT_EQ(n, 1) << "key " << kr.first << " revision " << kr.second << " won " << n << " times";
+  }
+  std::int64_t total = 0;
+  for (const Key& k : keys) {
+    auto d = Read(store(), k);
+    ASSERT_TRUE(d.has_value());
+    total += d->value.at("n").as_int64();
+  }
+  EXPECT_EQ(total, applied.load()) << "lost or doubled updates";
+  EXPECT_GE(applied.load(), kEach) << "too few batched replaces won";
 }
 
 // Every finite double (random bit patterns, subnormals, both zeros, the extremes) and every

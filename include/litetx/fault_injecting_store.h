@@ -13,6 +13,19 @@
 // probabilities. Reads (Get, Scan, ListCollections) may be failed transiently or delayed, never
 // lose replies.
 //
+// Batch: every operation of a batch is one call of its own, in the order given: it takes its
+// own call index, is decided by the rule (with its own StoreOp, key and index) or its own random
+// draw, and is faulted and counted on its own (a transient fault fails that operation alone and
+// the others go on; a lost reply lets that write land and reports it kUnknown). The delays
+// (round_trip_delay and the random one up to max_delay) are slept once per batch, as one
+// network round trip. The operations that were not failed transiently go to the target as ONE
+// Batch call, keeping the target's batching, unless the crash write may be among them (the
+// batch holds at least as many surviving writes as remain before crash_after_writes): then they
+// go one at a time, in order, so that a crash falls in the middle of the batch exactly as
+// between single calls: the writes up to and including the crash write land, the later
+// operations never reach the target, and the crash throws or exits. With several threads the
+// crash point counts the writes of every thread as they land, as for single calls.
+//
 // SimulatedCrash is the one exception litetx code may see: it is a test device, thrown only by
 // this class in kThrow mode, and the engine is exception-safe against it (RAII only).
 //
@@ -73,7 +86,8 @@ struct FaultOptions {
   double transient_probability = 0.0;
   // Probability that a write lands but its reply is lost (kUnknown).
   double lost_reply_probability = 0.0;
-  // Each operation sleeps a random time in [0, max_delay] through `clock` before it runs.
+  // Each call (a single operation, or a whole Batch) sleeps a random time in [0, max_delay]
+  // through `clock` before it runs.
   std::chrono::microseconds max_delay{0};
   // Each call (a single operation, or a whole Batch) sleeps this long through `clock` before it
   // runs, as a network round trip would: a model of a networked store for benchmarks.
@@ -82,8 +96,9 @@ struct FaultOptions {
   std::shared_ptr<Clock> clock;
   // If set, decides the fault of every call instead of the probabilities: it gets the
   // operation, the key ({collection, ""} for Scan, {"", ""} for ListCollections) and the
-  // call's index (counted from 1 over all operations). Called without the store's lock,
-  // possibly from several threads at once: a rule with mutable state must synchronise it.
+  // call's index (counted from 1 over all operations; each operation of a Batch is one).
+  // Called without the store's lock, possibly from several threads at once: a rule with
+  // mutable state must synchronise it.
   std::function<Fault(StoreOp op, const Key& key, std::uint64_t index)> rule;
 };
 

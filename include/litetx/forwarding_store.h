@@ -1,8 +1,8 @@
 // litetx/forwarding_store.h — a Store that forwards every call to another Store.
 //
 // Derive from it to change one operation (a test that fails Replace once, a wrapper that
-// counts or logs) and inherit the rest; Batch goes through the single calls (see below). It does not own the target unless given a shared_ptr
-// that it keeps alive.
+// counts or logs) and inherit the rest; Batch goes through the single calls (see below). It
+// does not own the target unless given a shared_ptr that it keeps alive.
 //
 // Thread safety: as thread-safe as the target and the overriding code.
 #pragma once

@@ -1,9 +1,10 @@
 // litetx/lmdb_store.h — a durable, embedded Store on LMDB (the default backend).
 //
 // What it is for: running litetx in one or several processes on one machine with the data in
-// a local directory, without a server. Each Store operation is exactly one LMDB transaction on
-// exactly one document (plus the store's revision counter); litetx never relies on LMDB being
-// able to change several documents atomically, so everything it does here it can do on any
+// a local directory, without a server. Each Store operation is atomic on exactly one document
+// (plus the store's revision counter); several operations may share one LMDB transaction
+// (a Batch, and group commit of concurrent writers: see Batch below), but litetx never relies
+// on LMDB changing several documents atomically, so everything it does here it can do on any
 // single-document-atomic backend.
 //
 // On-disk format (one unnamed LMDB database in `path`/data.mdb, lock file `path`/lock.mdb):
@@ -27,9 +28,11 @@
 // (stores opened that way must ask for the same durability).
 //
 // Thread safety: every method may be called from any number of threads at once. The
-// environment is opened with MDB_NOTLS; writers are serialised by LMDB's write lock, readers
-// run in parallel. A std::shared_mutex (shared for operations, exclusive only while the memory
-// map is resized) guarantees that no transaction of this process is open during a resize.
+// environment is opened with MDB_NOTLS; writers of this process are combined into shared
+// write transactions (group commit), writers of different processes are serialised by LMDB's
+// write lock, readers run in parallel. A std::shared_mutex (shared for operations, exclusive
+// only while the memory map is resized) guarantees that no transaction of this process is open
+// during a resize.
 //
 // Multi-process use: any number of processes may open the same directory at the same time;
 // LMDB's lock file serialises their writers and tracks their readers, and compare-and-swap is
@@ -41,8 +44,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "litetx/store.h"
 
@@ -131,6 +137,26 @@ class LmdbStore final : public Store {
   // One read transaction; from each collection it seeks past the collection's last possible
   // key to the next one, so the cost grows with the collections listed, not their documents.
   Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
+
+  // A batch of reads runs in one read transaction (a consistent snapshot). A batch with writes
+  // runs all its operations, in order, in one write transaction (its reads see the writes
+  // before them); an operation that fails its condition or is refused fails alone. An LMDB
+  // error that aborts the transaction fails every operation of it with kUnavailable and writes
+  // nothing (a commit whose outcome is open: kUnknown for the writes).
+  //
+  // Group commit: writes of concurrent callers (single Create/Replace/Erase calls and batches
+  // alike) are combined into one write transaction with one commit (in kDurable mode, one
+  // fsync for all of them): the caller that finds no transaction under way writes at once,
+  // taking along whatever arrived before it started; the callers that arrive meanwhile wait
+  // for the next one. A lone caller waits for nobody. If such a shared transaction fails as a
+  // whole (not a failed condition: an LMDB error), each caller's operations are run again in
+  // a transaction of their own, so that one caller's failure never becomes another's.
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
+
+  // Write transactions this process has committed on this store's directory (shared by the
+  // stores of this process on it). With group commit, fewer than the writes. For tests and
+  // monitoring.
+  std::uint64_t write_transactions() const;
 
   // Forces everything committed so far to disk (mdb_env_sync with force): after OK, the
   // kNoSync and kNoMetaSync modes have the guarantee of kDurable for earlier writes.

@@ -20,6 +20,15 @@
 // ASKING), at most `max_redirects` times. A TRYAGAIN (a slot half moved) is retried after a
 // short pause while the command timeout allows.
 //
+// Batch: the operations are grouped by the master that owns their slot (as the store's map
+// has it), and each group is pipelined to its master on one connection; every pipeline is
+// written out before any reply is read, so the masters work in parallel (one round trip).
+// An operation answered with MOVED, ASK, TRYAGAIN, CLUSTERDOWN or NOSCRIPT did not run: it is
+// sent again on its own and routed exactly as its single call would be. A pipeline that could
+// not be sent (node unreachable) is run operation by operation the same way. If a connection
+// fails after its commands were sent, its writes without a reply are kUnknown and its reads
+// kUnavailable. With wait_replicas, one WAIT follows each master's scripts.
+//
 // Replication is asynchronous in Redis. With wait_replicas = N > 0, every write is followed, in
 // the same round trip, by WAIT N wait_timeout; a write that fewer than N replicas acknowledged
 // in time fails with kUnknown (it did run on the master, and may survive or be lost if that
@@ -53,6 +62,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +132,9 @@ class RedisClusterStore final : public Store {
   // and sorted. O(keys in the cluster) per call: an administrative operation. kUnavailable if
   // a master cannot be read.
   Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
+  // The operations grouped by the master of their slot, one pipeline per master, all masters
+  // at once (see the comment at the top).
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
 
   // CRC16 (XMODEM) of the key's hash tag (or the whole key) modulo 16384, as Redis computes it.
   static int SlotOf(std::string_view key);

@@ -36,6 +36,14 @@
 //   kInvalidArgument  a collection containing '}', a value nested deeper than
 //                 kMaxStoredNestingDepth or holding a NaN or an infinity.
 //
+// Batch: one pipeline on one connection: every operation's command (HMGET, or the write's
+// script) is written out in one go, then every reply is read (one round trip; with
+// wait_replicas, one WAIT after all the scripts covers them all). Each operation answers as its
+// single call would. If the connection fails midway, the operations whose commands reached the
+// server whole but whose replies did not come back are kUnknown (writes) or kUnavailable
+// (reads), and the ones not sent whole are kUnavailable; a write whose script the server lost
+// (NOSCRIPT) is sent again on its own, as a single call would.
+//
 // Ownership: RedisStore::Open returns a shared_ptr; the store owns its connections and closes
 // them when destroyed. No operation may be running on the store when it is destroyed.
 //
@@ -49,7 +57,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "litetx/store.h"
 
@@ -120,6 +130,8 @@ class RedisStore final : public Store {
   // collection exists while one of its buckets' indexes does), then sorted and paged here.
   // O(keys in the database) per call whatever `limit` is: an administrative operation.
   Result<CollectionPage> ListCollections(std::string_view cursor, std::size_t limit) override;
+  // One pipeline, one round trip (see the comment at the top).
+  std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
 
   // The bucket of `id` with `buckets` buckets (FNV-1a 64 modulo buckets). Part of the format.
   static std::size_t BucketOf(std::string_view id, std::size_t buckets);

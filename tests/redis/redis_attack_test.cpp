@@ -195,6 +195,84 @@ TEST_F(RedisAttackTest, LostReplyRunsAtMostOnceAndIsNeverReadAsALaterAnswer) {
               landed ? "ran once" : "did not run", ran);
 }
 
+// A batch is one pipeline: with the server paused, every command of the batch is written out
+// before any reply is awaited, so the batch waits out one command timeout (one per operation
+// if they went one by one), the writes are kUnknown and the reads kUnavailable, and after
+// SIGCONT every write of the batch has run exactly once.
+TEST_F(RedisAttackTest, BatchIsOnePipelineAndLostRepliesAreUnknownWritesAndUnavailableReads) {
+  StartServer();
+  RedisOptions o = Opts();
+  o.pool_size = 1;
+  o.command_timeout = std::chrono::milliseconds(200);
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  auto base = store->Create(Key{"c", "a"}, Obj(R"({"n":0})"));
+  ASSERT_TRUE(base.ok());
+  const long long evals = Calls("evalsha") + Calls("eval");
+  const json::object v1 = Obj(R"({"n":1})"), v2 = Obj(R"({"n":2})");
+  std::vector<litetx::BatchOp> ops{litetx::BatchOp::Replace(Key{"c", "a"}, *base, v1),
+                                   litetx::BatchOp::Get(Key{"c", "a"}),
+                                   litetx::BatchOp::Create(Key{"c", "b"}, v2),
+                                   litetx::BatchOp::Create(Key{"c", "d"}, v2)};
+  server_.Pause();
+  const auto start = Clock::now();
+  auto res = store->Batch(ops);
+  const auto waited = Clock::now() - start;
+  server_.Resume();
+  // One round trip: one command timeout, not one per operation (4 x 200 ms).
+  EXPECT_LT(waited, 2 * o.command_timeout)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms";
+  ASSERT_EQ(res.size(), 4u);
+  EXPECT_EQ(res[0].status.code(), Code::kUnknown) << res[0].status.ToString();
+  EXPECT_EQ(res[1].status.code(), Code::kUnavailable) << res[1].status.ToString();
+  EXPECT_EQ(res[2].status.code(), Code::kUnknown) << res[2].status.ToString();
+  EXPECT_EQ(res[3].status.code(), Code::kUnknown) << res[3].status.ToString();
+  // Every script of the batch had reached the server: all three ran, once each.
+  std::optional<StoredDocument> d;
+  for (auto until = Clock::now() + std::chrono::seconds(2); Clock::now() < until;) {
+    auto g = store->Get(Key{"c", "d"});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    if (g->has_value()) {
+      d = **g;
+      break;
+    }
+  }
+  ASSERT_TRUE(d.has_value()) << "the last write of the batch never ran";
+  auto a = store->Get(Key{"c", "a"});
+  auto b = store->Get(Key{"c", "b"});
+  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+  EXPECT_EQ((*a)->value, v1);
+  EXPECT_EQ((*b)->value, v2);
+  EXPECT_EQ(Calls("evalsha") + Calls("eval") - evals, 3);
+  EXPECT_EQ(std::to_string(d->revision), Counter(o, "c"));
+}
+
+// A pipelined batch with one NOSCRIPT (after SCRIPT FLUSH) sends the lost script again for
+// each write, once, and answers every operation as its single call would.
+TEST_F(RedisAttackTest, BatchAfterScriptFlushResendsEachWriteOnce) {
+  StartServer();
+  RedisOptions o = Opts();
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  auto base = store->Create(Key{"c", "a"}, Obj(R"({"n":0})"));
+  ASSERT_TRUE(base.ok());
+  RawReply flush = server_.Command({"SCRIPT", "FLUSH"});
+  ASSERT_NE(flush, nullptr);
+  const json::object v = Obj(R"({"n":5})");
+  auto res = store->Batch(std::vector<litetx::BatchOp>{
+      litetx::BatchOp::Replace(Key{"c", "a"}, *base, v), litetx::BatchOp::Get(Key{"c", "a"}),
+      litetx::BatchOp::Create(Key{"c", "a"}, v), litetx::BatchOp::Create(Key{"c", "n"}, v)});
+  ASSERT_EQ(res.size(), 4u);
+  EXPECT_TRUE(res[0].status.ok()) << res[0].status.ToString();
+  EXPECT_TRUE(res[1].status.ok()) << res[1].status.ToString();
+  EXPECT_EQ(res[2].status.code(), Code::kConflict) << res[2].status.ToString();
+  EXPECT_TRUE(res[3].status.ok()) << res[3].status.ToString();
+  auto a = store->Get(Key{"c", "a"});
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->revision, res[0].revision);
+  EXPECT_EQ(Counter(o, "c"), std::to_string(std::max(res[0].revision, res[3].revision)));
+}
+
 // maxmemory with noeviction: the scripts' first write (INCR of the counter) is refused with
 // OOM before anything was written, so the store says kUnavailable and nothing changed. Erase
 // frees memory and is allowed.

@@ -298,6 +298,113 @@ TEST_F(RedisClusterStoreTest, HalfMovedSlotAsksAndNeverHalfRunsAWrite) {
   EXPECT_TRUE(rev2.ok()) << rev2.status().ToString();
 }
 
+// A batch over documents on all three masters: while the store's map is stale (a slot moved
+// behind its back: MOVED) and while a slot is half moved (ASK), every operation answers as its
+// single call would, and a write either runs whole or is refused with nothing written.
+TEST_F(RedisClusterStoreTest, BatchOverAllMastersFollowsMovedAndAsk) {
+  RedisClusterOptions o = Opts();
+  o.command_timeout = std::chrono::milliseconds(300);
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  std::vector<Key> keys;
+  std::vector<json::object> values;
+  std::map<int, int> per_master;
+  for (int i = 0; i < 30; ++i) {
+    keys.push_back(Key{"bm", "d" + std::to_string(i)});
+    values.push_back(json::object{{"n", i}});
+  }
+  std::vector<litetx::BatchOp> creates;
+  for (int i = 0; i < 30; ++i) creates.push_back(litetx::BatchOp::Create(keys[i], values[i]));
+  auto created = store->Batch(creates);
+  ASSERT_EQ(created.size(), keys.size());
+  std::vector<Revision> revs;
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(created[i].status.ok()) << created[i].status.ToString();
+    revs.push_back(created[i].revision);
+    per_master[cluster_->MasterOfSlot(RedisClusterStore::SlotOf(DocKey(o, "bm", keys[i].id)))]++;
+  }
+  ASSERT_EQ(per_master.size(), 3u) << "the batch does not span all three masters";
+
+  auto gets = [&] {
+    std::vector<litetx::BatchOp> ops;
+    for (const Key& k : keys) ops.push_back(litetx::BatchOp::Get(k));
+    return ops;
+  }();
+  auto check_reads = [&](const std::vector<litetx::BatchResult>& res, const char* when) {
+    ASSERT_EQ(res.size(), keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(res[i].status.ok()) << when << " " << i << ": " << res[i].status.ToString();
+      ASSERT_TRUE(res[i].document.has_value()) << when << " " << i;
+      EXPECT_EQ(res[i].document->value, values[i]) << when << " " << i;
+      EXPECT_EQ(res[i].document->revision, revs[i]) << when << " " << i;
+    }
+  };
+
+  // 1. Moved behind the store's back: MOVED inside the pipeline, re-sent alone.
+  const int slot0 = RedisClusterStore::SlotOf(DocKey(o, "bm", keys[0].id));
+  const int from0 = cluster_->MasterOfSlot(slot0);
+  ASSERT_EQ(cluster_->MoveSlot(slot0, from0, OtherMaster(from0)), "");
+  auto before = store->stats();
+  check_reads(store->Batch(gets), "after the move");
+  EXPECT_GE(store->stats().moved, before.moved + 1);
+  std::vector<litetx::BatchOp> replaces;
+  const json::object v2{{"n", -1}};
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    replaces.push_back(litetx::BatchOp::Replace(keys[i], revs[i], v2));
+  }
+  replaces.push_back(litetx::BatchOp::Replace(Key{"bm", "absent"}, 1, v2));
+  auto replaced = store->Batch(replaces);
+  ASSERT_EQ(replaced.size(), replaces.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(replaced[i].status.ok()) << i << ": " << replaced[i].status.ToString();
+    EXPECT_NE(replaced[i].revision, revs[i]);
+    revs[i] = replaced[i].revision;
+    values[i] = v2;
+  }
+  EXPECT_EQ(replaced.back().status.code(), Code::kConflict);
+
+  // 2. Half moved: the keys of the slot are on the target, the source answers ASK.
+  const int slot1 = RedisClusterStore::SlotOf(DocKey(o, "bm", keys[1].id));
+  const int from1 = cluster_->MasterOfSlot(slot1);
+  const int to1 = OtherMaster(from1);
+  bool checked = false;
+  std::string failure;
+  auto hook = [&](int step) {
+    if (step != kBeforeSetSlotNode || checked) return;
+    checked = true;
+    const auto ask_before = store->stats().ask;
+    auto res = store->Batch(gets);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (!res[i].status.ok() || !res[i].document || res[i].document->revision != revs[i]) {
+        failure += "read " + std::to_string(i) + ": " + res[i].status.ToString() + "; ";
+      }
+    }
+    if (store->stats().ask <= ask_before) failure += "no ASK was followed; ";
+    // Writes on every master, one of them in the moving slot.
+    std::vector<litetx::BatchOp> w;
+    const json::object v3{{"n", -2}};
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      w.push_back(litetx::BatchOp::Replace(keys[i], revs[i], v3));
+    }
+    auto wr = store->Batch(w);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (wr[i].status.ok()) {
+        revs[i] = wr[i].revision;
+        values[i] = v3;
+      } else if (wr[i].status.code() != Code::kUnavailable) {
+        failure += "write " + std::to_string(i) + ": " + wr[i].status.ToString() + "; ";
+      }
+    }
+    std::printf("[redis-cluster] batch in a half-moved slot: the write in it %s\n",
+                wr[1].status.ToString().c_str());
+  };
+  ASSERT_EQ(cluster_->MoveSlot(slot1, from1, to1, hook), "");
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(failure, "");
+  // Whatever was answered is what is stored (a refused write wrote nothing).
+  check_reads(store->Batch(gets), "after the half move");
+}
+
 TEST_F(RedisClusterStoreTest, NoscriptOnEveryMasterFallsBackToEval) {
   auto store = MustOpen(Opts());
   ASSERT_NE(store, nullptr);
