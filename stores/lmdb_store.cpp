@@ -252,7 +252,7 @@ struct LmdbStore::Env {
   };
 
   // Runs `items` (in order) in a write transaction and returns with their results set. Group
-  // commit: the items of every caller that arrives while a transaction is being written are
+  // commit (unless kNoSync, where each caller writes its own transaction): the items of every caller that arrives while a transaction is being written are
   // run together by one of them (the leader) in the next transaction, with one commit (one
   // fsync); the others wait for their results. A caller that finds no transaction under way
   // becomes the leader at once, so a lone caller waits for nobody. An item that fails its
@@ -265,6 +265,9 @@ struct LmdbStore::Env {
   // retrying as needed. On an error that aborts the transaction (or a failed commit), sets no
   // result and returns the Status; on OK every item's result is set.
   Status RunWriteTransaction(const std::vector<std::vector<Item>*>& groups);
+  // RunWriteTransaction, and if the shared transaction failed as a whole, each group again on
+  // its own; sets every item's result.
+  void RunGroups(const std::vector<std::vector<Item>*>& groups);
   // Applies one item inside `txn`: sets its result (refusals included) and returns 0, or
   // returns the LMDB error that aborts the transaction.
   int ApplyItem(MDB_txn* txn, Item* item) const;
@@ -500,7 +503,46 @@ Status LmdbStore::Env::RunWriteTransaction(const std::vector<std::vector<Item>*>
                              std::to_string(kMaxAttempts) + " memory map resizes");
 }
 
+void LmdbStore::Env::RunGroups(const std::vector<std::vector<Item>*>& groups) {
+  // The transaction as a whole failed: nothing of it committed (or, on kUnknown, maybe
+  // all of it). Each caller's items get a transaction of their own unless the outcome is
+  // open or there was only one caller.
+  auto fail = [](std::vector<Item>* its, const Status& s) {
+    for (Item& item : *its) {
+      item.result = BatchResult{};
+      item.result.status = item.type == BatchOp::Type::kGet && s.code() == Code::kUnknown
+                               ? Status::Unavailable(s.message())
+                               : s;
+    }
+  };
+  Status s = Status::Ok();
+  try {
+    s = RunWriteTransaction(groups);
+    if (!s.ok() && s.code() != Code::kUnknown && groups.size() > 1) {
+      for (std::vector<Item>* g : groups) {
+        Status alone = RunWriteTransaction({g});
+        if (!alone.ok()) fail(g, alone);
+      }
+      s = Status::Ok();
+    }
+  } catch (const std::bad_alloc&) {
+    s = Status::Unavailable("lmdb " + Quoted(path) + ": write: out of memory");
+  } catch (const std::exception& e) {
+    s = Status::Unavailable("lmdb " + Quoted(path) + ": write: " + e.what());
+  }
+  if (!s.ok()) {
+    for (std::vector<Item>* g : groups) fail(g, s);
+  }
+}
+
 void LmdbStore::Env::WriteItems(std::vector<Item>* items) {
+  if (durability == LmdbDurability::kNoSync) {
+    // Nothing is fsynced at commit, so there is no sync to share, and handing results from
+    // a leader to waiting threads would cost more than it saves: each caller runs its own
+    // transaction (LMDB serialises writers).
+    RunGroups({items});
+    return;
+  }
   Waiter me{items, false};
   std::unique_lock<std::mutex> lock(group_mu);
   queue.push_back(&me);
@@ -517,35 +559,7 @@ void LmdbStore::Env::WriteItems(std::vector<Item>* items) {
     std::vector<std::vector<Item>*> groups;
     groups.reserve(taken.size());
     for (Waiter* w : taken) groups.push_back(w->items);
-    // The transaction as a whole failed: nothing of it committed (or, on kUnknown, maybe
-    // all of it). Each caller's items get a transaction of their own unless the outcome is
-    // open or there was only one caller.
-    auto fail = [](std::vector<Item>* its, const Status& s) {
-      for (Item& item : *its) {
-        item.result = BatchResult{};
-        item.result.status = item.type == BatchOp::Type::kGet && s.code() == Code::kUnknown
-                                 ? Status::Unavailable(s.message())
-                                 : s;
-      }
-    };
-    Status s = Status::Ok();
-    try {
-      s = RunWriteTransaction(groups);
-      if (!s.ok() && s.code() != Code::kUnknown && groups.size() > 1) {
-        for (std::vector<Item>* g : groups) {
-          Status alone = RunWriteTransaction({g});
-          if (!alone.ok()) fail(g, alone);
-        }
-        s = Status::Ok();
-      }
-    } catch (const std::bad_alloc&) {
-      s = Status::Unavailable("lmdb " + Quoted(path) + ": write: out of memory");
-    } catch (const std::exception& e) {
-      s = Status::Unavailable("lmdb " + Quoted(path) + ": write: " + e.what());
-    }
-    if (!s.ok()) {
-      for (std::vector<Item>* g : groups) fail(g, s);
-    }
+    RunGroups(groups);
     lock.lock();
     for (Waiter* w : taken) w->done = true;
     leading = false;

@@ -144,13 +144,15 @@ class LmdbStore final : public Store {
   // error that aborts the transaction fails every operation of it with kUnavailable and writes
   // nothing (a commit whose outcome is open: kUnknown for the writes).
   //
-  // Group commit: writes of concurrent callers (single Create/Replace/Erase calls and batches
-  // alike) are combined into one write transaction with one commit (in kDurable mode, one
-  // fsync for all of them): the caller that finds no transaction under way writes at once,
+  // Group commit (kDurable and kNoMetaSync, where a commit syncs): writes of concurrent callers
+  // (single Create/Replace/Erase calls and batches alike) are combined into one write
+  // transaction with one commit (in kDurable mode, one fsync for all of them): the caller that finds no transaction under way writes at once,
   // taking along whatever arrived before it started; the callers that arrive meanwhile wait
   // for the next one. A lone caller waits for nobody. If such a shared transaction fails as a
   // whole (not a failed condition: an LMDB error), each caller's operations are run again in
-  // a transaction of their own, so that one caller's failure never becomes another's.
+  // a transaction of their own, so that one caller's failure never becomes another's. In
+  // kNoSync mode a commit syncs nothing, so there is nothing to share: each caller runs its own
+  // write transaction (handing results between threads would cost more than it saves).
   std::vector<BatchResult> Batch(std::span<const BatchOp> ops) override;
 
   // Write transactions this process has committed on this store's directory (shared by the
