@@ -8,7 +8,8 @@
 #       (1..SEEDS). Fails if any run reports an error, and prints the error trail.
 #   check.sh mutant PROPERTY SECONDS [VAR=value...]
 #       The same search on a mutated model (LITETX_MUT=n names the mutation). Passes only if a run
-#       stops at an assertion naming PROPERTY (e.g. atomicity_ok); prints the start of the trail.
+#       stops at an assertion naming PROPERTY (an extended regular expression, e.g. atomicity_ok
+#       or "(a_ok|b_ok)"); prints the start of the trail.
 #
 # VAR=value set the scope (LITETX_MAXCRASH, ...; see litetx.pml). LITETX_MODEL_BUILD names the
 # DIR of "build". Each run works in a fresh temporary directory, never in the source tree.
@@ -108,7 +109,7 @@ if [[ "$found" == 0 ]]; then
   echo "FAILED: the mutation was not caught (no error trail)"
   exit 1
 fi
-if ! grep -q "assertion violated.*$property" pan.out; then
+if ! grep -Eq "assertion violated.*$property" pan.out; then
   echo "FAILED: the mutation failed, but not on $property:"
   grep -m3 'violated\|error' pan.out || true
   trail | tail -40

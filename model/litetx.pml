@@ -638,7 +638,7 @@ inline close_windows() {
 
 proctype Coord(byte me) {
   REPAIR_LOCALS;
-  byte d, i, h, att, races, nexts;
+  byte d, i, h, att, races, nexts, first;
   bit c_ex; byte c_rev, c_tx, c_kind, c_val;
   bit h_ex, h_done, h_exp, h_wx; byte h_st, h_wr, h_wk, h_wv;
   bit g_ex, g_done; byte g_rev, g_st, g_gen;
@@ -705,10 +705,17 @@ proctype Coord(byte me) {
      fi
   fi;
 
-  /* 3. apply every write in action order */
-  d = 0;
+  /* 3. apply every write: one batch, whose writes may land in any order. The batch is
+   * modelled as the applies in an order chosen nondeterministically (first, then the other);
+   * each one that did not land is then handled on its own (ApplyOne), as in the code. */
+  if
+  :: first = 0
+  :: first = 1
+  fi;
+  i = 0;
   do
-  :: d < ND ->
+  :: i < ND ->
+     d = (first + i) % ND;
      /* 3a. lease extension */
      if
      :: nexts < MAXEXT ->
@@ -793,7 +800,7 @@ proctype Coord(byte me) {
         :: else -> skip
         fi
      od;
-     d++
+     i++
   :: else -> break
   od;
 
@@ -852,6 +859,10 @@ proctype Coord(byte me) {
      fi
   od;
 
+  /* Commit returns here, at the commit point; 6 and 7 are the finisher's (engine/finisher.cpp),
+   * modelled as the same actor going on (a crash from here on is a crash after the ack). */
+  rep[me - 1] = REP_OK;
+
   /* 6. finish every document; 7. outcome marker */
   allf = 1;
   d = 0;
@@ -892,7 +903,6 @@ proctype Coord(byte me) {
   :: (allf && !settled) -> mark_done(S_COMM, 1)
   :: else -> skip
   fi;
-  rep[me - 1] = REP_OK;
   goto finish;
 
 flip_failed:

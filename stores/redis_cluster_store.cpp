@@ -640,7 +640,10 @@ std::vector<BatchResult> RedisClusterStore::Batch(std::span<const BatchOp> ops) 
         out[c.op] = BatchReplyResult(c, r);
         if (c.write && out[c.op].status.ok()) written.push_back(p.idx[k]);
       }
-      if (p.writes && o.wait_replicas > 0 && !written.empty()) {
+      if (p.writes && o.wait_replicas > 0) {
+        // WAIT's reply is read even when no write ran (all failed their condition or were
+        // redirected): left unread, it would be taken for the reply of the connection's next
+        // command.
         std::string why =
             all ? WaitProblem(*p.conn, p.wait_sent, p.wait_error, o.wait_replicas,
                               o.wait_timeout)

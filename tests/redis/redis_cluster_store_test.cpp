@@ -447,6 +447,33 @@ TEST_F(RedisClusterStoreTest, WaitForReplicaOrUnknown) {
   ASSERT_EQ(cluster_->WaitConverged(std::chrono::seconds(10)), "");
 }
 
+// With wait_replicas, a batch whose writes all fail their condition still had its WAIT sent:
+// its reply must be read, or the connection's next command would get it as its own reply.
+TEST_F(RedisClusterStoreTest, BatchWhoseWritesAllFailStillReadsItsWaitReply) {
+  RedisClusterOptions o = Opts();
+  o.wait_replicas = 1;
+  o.wait_timeout = std::chrono::milliseconds(100);
+  o.pool_size = 1;  // every call on a node shares its one connection
+  auto store = MustOpen(o);
+  ASSERT_NE(store, nullptr);
+  const Key key{"waitbatch", "doc"};
+  auto rev = store->Create(key, Obj(R"({"n":1})"));
+  ASSERT_TRUE(rev.ok()) << rev.status().ToString();
+  const json::object v = Obj(R"({"n":2})");
+  for (int i = 0; i < 5; ++i) {
+    std::vector<litetx::BatchOp> ops{litetx::BatchOp::Create(key, v),
+                                     litetx::BatchOp::Replace(key, *rev + 1000, v)};
+    auto res = store->Batch(ops);
+    ASSERT_EQ(res.size(), 2u);
+    EXPECT_EQ(res[0].status.code(), Code::kConflict) << res[0].status.ToString();
+    EXPECT_EQ(res[1].status.code(), Code::kConflict) << res[1].status.ToString();
+    auto got = store->Get(key);  // same node, same connection
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(got->has_value());
+    EXPECT_EQ((*got)->revision, *rev);
+  }
+}
+
 TEST_F(RedisClusterStoreTest, PlainServerIsRefused) {
   RedisServer plain;
   ASSERT_EQ(plain.Start(), "");
