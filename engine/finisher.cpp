@@ -1,6 +1,8 @@
 #include "engine/finisher.h"
 
+#include <algorithm>
 #include <exception>
+#include <system_error>
 #include <utility>
 
 #include "engine/meta.h"
@@ -116,7 +118,9 @@ void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& re
 }
 
 Finisher::Finisher(Env env, int threads, std::size_t queue_limit)
-    : env_(env), threads_(threads < 1 ? 1 : threads), queue_limit_(queue_limit < 1 ? 1 : queue_limit) {}
+    : env_(env),
+      threads_(std::clamp(threads, 1, kMaxThreads)),
+      queue_limit_(queue_limit) {}
 
 Finisher::~Finisher() {
   {
@@ -131,11 +135,19 @@ bool Finisher::Submit(FinishJob& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || queue_.size() >= queue_limit_) return false;
+    if (workers_.empty()) {
+      try {
+        for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
+      } catch (const std::system_error& e) {
+        // The transaction is committed already: never let this surface as an exception.
+        // Without any worker the committing thread finishes it; with some, they suffice.
+        env_.log.warn("finisher: could not start its threads ({}); {}", e.what(),
+                      workers_.empty() ? "finishing on the committing threads" : "going on");
+        if (workers_.empty()) return false;
+      }
+    }
     queue_.push_back(std::move(job));
     queued_.emplace(queue_.back().txn_id, std::prev(queue_.end()));
-    if (workers_.empty()) {
-      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { Work(); });
-    }
   }
   work_cv_.notify_one();
   return true;
@@ -163,8 +175,10 @@ bool Finisher::HelpFinish(const std::string& txn_id, std::chrono::milliseconds m
     return true;
   }
   if (running_ids_.count(txn_id) == 0) return false;
-  done_cv_.wait_for(lock, max_wait, [&] { return running_ids_.count(txn_id) == 0; });
-  return true;
+  // A worker is finishing it: wait for that, but no longer than the caller would wait for any
+  // holder. A worker stuck in a slow store call then leaves the caller to settle the document
+  // itself, with a compare-and-swap, as it would settle a holder of another process.
+  return done_cv_.wait_for(lock, max_wait, [&] { return running_ids_.count(txn_id) == 0; });
 }
 
 void Finisher::EndJob(const std::string& txn_id, bool done) {

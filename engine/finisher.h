@@ -68,14 +68,19 @@ void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& re
 
 class Finisher {
  public:
-  // threads: jobs run at once (at least 1). queue_limit: jobs waiting at most (at least 1).
+  // Most worker threads (a larger Options::finisher_threads acts as this).
+  static constexpr int kMaxThreads = 64;
+
+  // threads: jobs run at once (clamped to 1..kMaxThreads). queue_limit: jobs waiting at most;
+  // 0 queues nothing (every committing thread finishes its own transaction).
   Finisher(Env env, int threads, std::size_t queue_limit);
   ~Finisher();
   Finisher(const Finisher&) = delete;
   Finisher& operator=(const Finisher&) = delete;
 
   // Queues `job` (moved from) and returns true, or returns false and leaves `job` untouched
-  // when queue_limit jobs are already waiting. The threads start on the first call.
+  // when queue_limit jobs are already waiting or the threads cannot be started. The threads
+  // start on the first call.
   bool Submit(FinishJob& job);
 
   // Waits until no job is queued or running.
@@ -84,7 +89,9 @@ class Finisher {
   // For a transaction that meets a document held by `txn_id`: if that transaction is waiting
   // in this finisher's queue, takes it out and finishes it on the calling thread; if a worker
   // is finishing it, waits (at most `max_wait`) for that to end. Returns true if either
-  // happened (look at the document again), false if this finisher has no such job. So a
+  // happened (look at the document again), false if this finisher has no such job or its
+  // worker is still at it after max_wait (real time): then settle the document as for any
+  // other holder. So a
   // Database's next transaction on the same documents pays for the finish it needs, instead of
   // racing the finisher for it.
   bool HelpFinish(const std::string& txn_id, std::chrono::milliseconds max_wait);

@@ -87,10 +87,12 @@ struct Options {
   // still-held document through the committed record. Off: Commit does that work itself
   // before returning (2N+3 store writes in sequence, as before).
   bool finish_in_background = true;
-  // Threads finishing transactions in the background (started on first use).
+  // Threads finishing transactions in the background (started on first use; values below 1
+  // act as 1, above 64 as 64).
   int finisher_threads = 2;
   // Committed transactions waiting to be finished at most; beyond it the committing thread
   // finishes its own transaction before returning, so memory stays bounded under any load.
+  // 0: every committing thread finishes its own transaction (as with finish_in_background off).
   std::size_t finisher_queue = 4096;
 };
 
