@@ -28,39 +28,6 @@ using litetx::CountingStore;
 using litetx::Transaction;
 using litetx::TxnOutcome;
 
-TxnOutcome OutcomeOf(litetx::Database& db, const std::string& id) {
-  auto r = db.Outcome(id);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : TxnOutcome::kNotFound;
-}
-
-// Holds the threads that call Hold (from store hooks) until Open.
-class Gate {
- public:
-  void Hold() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++held_;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return open_; });
-  }
-  // Waits (at most 10 s) until `n` threads have reached Hold; false on timeout.
-  bool WaitHeld(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return held_ >= n; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int held_ = 0;
-  bool open_ = false;
-};
-
 // Runs `fn` on its own thread; Wait tells whether it ended within a real-time bound.
 class Async {
  public:

@@ -93,22 +93,6 @@ std::string CrashAfterWrite(const World& w, const Transaction& txn, int k) {
   return CrashAfterWrite(w, txn, k, EngineOptions(w));
 }
 
-// The decoded record (or outcome marker) of `id`; std::nullopt if absent.
-std::optional<TxnRecord> RecordOf(litetx::Store& store, const std::string& id) {
-  auto raw = Raw(store, TxnKey(id));
-  if (!raw) return std::nullopt;
-  auto rec = litetx::engine::DecodeRecord(*raw);
-  EXPECT_TRUE(rec.ok()) << rec.status().ToString();
-  if (!rec.ok()) return std::nullopt;
-  return *rec;
-}
-
-TxnOutcome OutcomeOf(litetx::Database& db, const std::string& id) {
-  auto r = db.Outcome(id);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : TxnOutcome::kNotFound;
-}
-
 // No document of collection `c` refers to `id` (as holder or as last writer).
 void ExpectUnreferenced(litetx::Store& store, const std::string& id) {
   for (const auto& [doc_id, doc] : ScanAll(store, "c")) {

@@ -19,49 +19,6 @@ using litetx::CountingStore;
 using litetx::Transaction;
 using litetx::TxnOutcome;
 
-using litetx::engine::TxnRecord;
-
-std::optional<TxnRecord> RecordOf(litetx::Store& store, const std::string& id) {
-  auto raw = Raw(store, TxnKey(id));
-  if (!raw) return std::nullopt;
-  auto rec = litetx::engine::DecodeRecord(*raw);
-  EXPECT_TRUE(rec.ok()) << rec.status().ToString();
-  if (!rec.ok()) return std::nullopt;
-  return *rec;
-}
-
-TxnOutcome OutcomeOf(litetx::Database& db, const std::string& id) {
-  auto r = db.Outcome(id);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : TxnOutcome::kNotFound;
-}
-
-// A gate the hooks can hold store calls at (from the finisher's thread) until opened.
-class Gate {
- public:
-  void Hold() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++held_;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return open_; });
-  }
-  void WaitHeld(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return held_ >= n; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int held_ = 0;
-  bool open_ = false;
-};
-
 class FinisherTest : public ::testing::Test, public World {
  protected:
   std::shared_ptr<HookStore> hook = std::make_shared<HookStore>(mem);
@@ -102,7 +59,7 @@ TEST_F(FinisherTest, CommitReturnsAtTheFlipAndReadersSeeTheNewImagesBeforeTheFin
   litetx::Database db(counting, Background());
   auto r = db.Commit(Transfer(30));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  gate.WaitHeld(1);
+  ASSERT_TRUE(gate.WaitHeld(1));
   EXPECT_EQ(MetaOf(*mem, "c", "a").txn, r->txn_id) << "finished before Commit returned";
   EXPECT_EQ(MetaOf(*mem, "c", "b").txn, r->txn_id);
   EXPECT_EQ(ReadImage(*direct, "c", "a"), Found(V(2), Obj(R"({"n":70})")));
@@ -149,7 +106,7 @@ TEST_F(FinisherTest, FullQueueMakesTheCommitterFinishItself) {
   litetx::Database db(counting, o);
   auto t1 = db.Commit(Transaction().Adjust("c", "a", {{"n", 1}}).Adjust("c", "b", {{"n", 1}}));
   ASSERT_TRUE(t1.ok());
-  gate.WaitHeld(1);  // the worker took t1 and is held: the queue is empty
+  ASSERT_TRUE(gate.WaitHeld(1));  // the worker took t1 and is held: the queue is empty
   auto t2 = db.Commit(Transaction().Adjust("c", "x", {{"n", 1}}).Adjust("c", "y", {{"n", 1}}));
   ASSERT_TRUE(t2.ok());  // queued: the queue is full now
   auto t3 = db.Commit(Transaction().Adjust("c", "z", {{"n", 1}}).Adjust("c", "w", {{"n", 1}}));
@@ -187,7 +144,7 @@ TEST_F(FinisherTest, NextTransactionOnTheSameDocumentsHelpsInsteadOfRacing) {
   ASSERT_TRUE(db.Commit(Transaction().Adjust("c", "u", {{"n", 1}}).Adjust("c", "v", {{"n", 1}}))
                   .ok());
   // The apply of u is the first Replace on it; the finish (held) the second.
-  gate.WaitHeld(1);
+  ASSERT_TRUE(gate.WaitHeld(1));
   counting->Reset();
   auto t1 = db.Commit(Transfer(10));  // queued behind the held job
   ASSERT_TRUE(t1.ok());

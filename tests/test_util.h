@@ -13,6 +13,7 @@
 //   * LmdbScratch: an LMDB store in a temporary directory.
 #pragma once
 
+#include <condition_variable>
 #include <stdlib.h>
 
 #include <bit>
@@ -195,6 +196,52 @@ class HookStore : public litetx::ForwardingStore {
 
   mutable std::mutex mu_;
   std::map<std::pair<Op, Key>, int> counts_;
+};
+
+// The decoded record (or outcome marker) of transaction `id`; std::nullopt if absent.
+inline std::optional<litetx::engine::TxnRecord> RecordOf(litetx::Store& store,
+                                                         const std::string& id) {
+  auto raw = store.Get(TxnKey(id));
+  EXPECT_TRUE(raw.ok()) << raw.status().ToString();
+  if (!raw.ok() || !raw->has_value()) return std::nullopt;
+  auto rec = litetx::engine::DecodeRecord((*raw)->value);
+  EXPECT_TRUE(rec.ok()) << rec.status().ToString();
+  if (!rec.ok()) return std::nullopt;
+  return *rec;
+}
+
+// Database::Outcome, expected to succeed.
+inline litetx::TxnOutcome OutcomeOf(litetx::Database& db, const std::string& id) {
+  auto r = db.Outcome(id);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : litetx::TxnOutcome::kNotFound;
+}
+
+// Holds the threads that call Hold (from store hooks) until Open.
+class Gate {
+ public:
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+  }
+  // Waits (at most 10 s) until `n` threads have reached Hold; false on timeout.
+  bool WaitHeld(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return held_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int held_ = 0;
+  bool open_ = false;
 };
 
 inline constexpr int kForever = INT_MAX;

@@ -218,8 +218,8 @@ TEST_F(CliCollectionsAttack, ForceDropOfTheTransactionRecordsWhileTransactionsSt
   EXPECT_EQ(Field(after, "settled"), 1);
 
   // A transaction held before its record is written: nothing of it exists yet.
+  { std::ofstream(dir_ + "/t.json") << Inserts("c", "held", 2); }  // before apply reads it
   Child txn = Start(With({"apply", dir_ + "/t.json"}), "hold-write:1:" + fifo);
-  { std::ofstream(dir_ + "/t.json") << Inserts("c", "held", 2); }
   ASSERT_TRUE(WaitForStderr(txn, "holding before write 1", seconds(60))) << txn.err_read;
   RunResult erased = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
   EXPECT_EQ(erased.code, 0) << erased.err;
@@ -231,8 +231,8 @@ TEST_F(CliCollectionsAttack, ForceDropOfTheTransactionRecordsWhileTransactionsSt
   EXPECT_EQ(Field(Count("__litetx.txn"), "settled"), 1);
 
   // Held after its record is written (pending): refused, nothing erased.
-  Child pending = Start(With({"apply", dir_ + "/t2.json"}), "hold-write:2:" + fifo);
   { std::ofstream(dir_ + "/t2.json") << Inserts("c", "pend", 2); }
+  Child pending = Start(With({"apply", dir_ + "/t2.json"}), "hold-write:2:" + fifo);
   ASSERT_TRUE(WaitForStderr(pending, "holding before write 2", seconds(60))) << pending.err_read;
   RunResult refused = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
   EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
