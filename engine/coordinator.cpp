@@ -109,7 +109,6 @@ class CommitRun {
   // If `stored` is exactly the record write whose reply was lost (in_doubt_), adopts it as
   // the record as we know it (it landed after all) and returns true.
   bool AdoptInDoubt(const StoredDocument& stored);
-
   Status Rollback(Status reason);
   bool MarkAborted(Retry& retry);
   bool ReverseOne(Slot& slot, Retry& retry);

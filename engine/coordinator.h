@@ -1,16 +1,19 @@
 // engine/coordinator.h — runs the commit protocol (the litesoft model) for one Database.
 //
 // Commit, for a transaction of N write actions:
-//   0. read every document (waiting while another transaction holds one), check the
-//      preconditions and compute the worklist with its reversing data;
+//   0. read every document in one Store::Batch (waiting while another transaction holds
+//      one), check the preconditions and compute the worklist with its reversing data;
 //   1. create the ActiveTransaction document (state pending, GC timestamp now + lease);
-//   2. apply each action with a compare-and-swap on the revision read in step 0, setting the
-//      reference to this transaction and bumping the version (a delete only sets deleting);
-//   2b. re-read every checked document (optimistic validation);
+//   2. apply every action in one batch, each a compare-and-swap on the revision read in step
+//      0, setting the reference to this transaction and bumping the version (a delete only
+//      sets deleting); each apply that did not land is then handled on its own;
+//   2b. re-read every checked document in one batch (optimistic validation);
 //   3. CAS the record pending -> committed: the commit point;
-//   4. clear the references, turning deletes into tombstones;
+//   4. clear the references, turning deletes into tombstones (one batch);
 //   5. replace the record by a small outcome marker (done), which Database::Outcome reads and
 //      a collector erases after CollectorOptions::outcome_retention.
+// With a Finisher in the Env (Options::finish_in_background), Commit returns after 3 and the
+// finisher does 4 and 5 (engine/finisher.h).
 // Failure before 3 rolls back (record -> aborted, reverse what was applied, outcome marker).
 // A single action without checks skips all of it: one CAS writes the final document.
 //

@@ -4,7 +4,10 @@
 // no data: everything lives in the Store, so any number of Database objects, in one process
 // or several, may share one store.
 //
-// Ownership: keeps the store (shared_ptr) and the Options' logger and clock alive.
+// Ownership: keeps the store (shared_ptr) and the Options' logger and clock alive. Owns its
+// background threads (lease renewal, the finisher); the destructor finishes the committed
+// transactions still queued and joins them. A child process after fork() must not use or
+// destroy a Database of its parent (those threads do not exist in the child).
 // Thread safety: every method may be called from many threads at once.
 #pragma once
 
@@ -84,7 +87,10 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   // Runs `txn` all-or-nothing. Outcomes:
-  //   OK                  committed; CommitInfo has the new versions.
+  //   OK                  committed; CommitInfo has the new versions. With
+  //                       Options::finish_in_background (the default) it returns at the
+  //                       commit point: reads already see the new images, while the
+  //                       documents' references are cleared afterwards (see Flush).
   //   kInvalidArgument    bad input (names, reserved fields, sizes, a document named twice,
   //                       wrong types, empty transaction); nothing was written.
   //   kConflict           an expected version did not match (current_version() says the
