@@ -556,14 +556,8 @@ std::vector<BatchResult> RedisClusterStore::Batch(std::span<const BatchOp> ops) 
   std::vector<BatchResult> out(ops.size());
   try {
     const RedisClusterOptions& o = impl_->options;
-    std::vector<BatchCommand> cmds;
-    cmds.reserve(ops.size());
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      BatchCommand c;
-      if (PrepareBatchOp(ops[i], i, "redis-cluster", o.prefix, o.buckets, &c, &out[i])) {
-        cmds.push_back(std::move(c));
-      }
-    }
+    std::vector<BatchCommand> cmds =
+        PrepareBatch(ops, "redis-cluster", o.prefix, o.buckets, out);
     if (cmds.empty()) return out;
     // Group the commands by the master of their slot (as the slot map has it now).
     std::map<NodePool*, std::vector<std::size_t>> groups;

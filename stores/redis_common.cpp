@@ -450,17 +450,26 @@ Status Conn::Open() {
   return Status::Ok();
 }
 
+namespace {
+
+// Appends `cmd` to the context's output buffer (nothing is written to the socket yet).
+bool Append(redisContext* c, const Command& cmd) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> argvlen;
+  for (const std::string& a : cmd.args) {
+    argv.push_back(a.data());
+    argvlen.push_back(a.size());
+  }
+  return redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(),
+                                argvlen.data()) == REDIS_OK;
+}
+
+}  // namespace
+
 bool Send(Conn& conn, const std::vector<Command>& commands, std::string* error) {
   redisContext* c = conn.get();
   for (const Command& cmd : commands) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> argvlen;
-    for (const std::string& a : cmd.args) {
-      argv.push_back(a.data());
-      argvlen.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), argvlen.data()) !=
-        REDIS_OK) {
+    if (!Append(c, cmd)) {
       *error = ContextError(c);
       conn.MarkBroken();
       return false;
@@ -484,14 +493,7 @@ std::size_t SendCounted(Conn& conn, const std::vector<Command>& commands, std::s
   ends.reserve(commands.size());
   const std::size_t before = sdslen(c->obuf);
   for (const Command& cmd : commands) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> argvlen;
-    for (const std::string& a : cmd.args) {
-      argv.push_back(a.data());
-      argvlen.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), argvlen.data()) !=
-        REDIS_OK) {
+    if (!Append(c, cmd)) {
       *error = ContextError(c);
       conn.MarkBroken();
       return 0;  // nothing was written out yet
@@ -710,6 +712,20 @@ Result<Reply> RunWrite(Conn& conn, const Scripts& scripts, const WriteCall& call
                            " ms; it may be lost if the master fails");
   }
   return script;
+}
+
+std::vector<BatchCommand> PrepareBatch(std::span<const BatchOp> ops, std::string_view store,
+                                       std::string_view prefix, std::size_t buckets,
+                                       std::vector<BatchResult>& out) {
+  std::vector<BatchCommand> cmds;
+  cmds.reserve(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    BatchCommand c;
+    if (PrepareBatchOp(ops[i], i, store, prefix, buckets, &c, &out[i])) {
+      cmds.push_back(std::move(c));
+    }
+  }
+  return cmds;
 }
 
 bool PrepareBatchOp(const BatchOp& op, std::size_t index, std::string_view store,

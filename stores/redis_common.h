@@ -260,6 +260,11 @@ struct BatchCommand {
 bool PrepareBatchOp(const BatchOp& op, std::size_t index, std::string_view store,
                     std::string_view prefix, std::size_t buckets, BatchCommand* cmd,
                     BatchResult* result);
+// PrepareBatchOp for every operation of `ops`: the commands to send, in order; `out` (one
+// result per operation) gets the results of the operations answered without the server.
+std::vector<BatchCommand> PrepareBatch(std::span<const BatchOp> ops, std::string_view store,
+                                       std::string_view prefix, std::size_t buckets,
+                                       std::vector<BatchResult>& out);
 // The command to send for `cmd` (HMGET, or EVALSHA / EVAL of its script).
 Command CommandOf(const Scripts& scripts, const BatchCommand& cmd, bool eval);
 // The result of `cmd` from its reply, as its single call would answer. REQUIRES: the reply is

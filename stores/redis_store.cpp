@@ -183,14 +183,7 @@ std::vector<BatchResult> RedisStore::Batch(std::span<const BatchOp> ops) {
   std::vector<BatchResult> out(ops.size());
   try {
     const RedisOptions& o = impl_->options;
-    std::vector<BatchCommand> cmds;
-    cmds.reserve(ops.size());
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      BatchCommand c;
-      if (PrepareBatchOp(ops[i], i, "redis", o.prefix, o.buckets, &c, &out[i])) {
-        cmds.push_back(std::move(c));
-      }
-    }
+    std::vector<BatchCommand> cmds = PrepareBatch(ops, "redis", o.prefix, o.buckets, out);
     if (cmds.empty()) return out;
     std::vector<std::size_t> noscript;  // writes whose node lacked the script: nothing ran
     {

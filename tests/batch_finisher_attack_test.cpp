@@ -76,23 +76,8 @@ class ShortBatchStore final : public litetx::ForwardingStore {
   std::atomic<int> shortened_{0};
 };
 
-class BatchFinisherAttackTest : public ::testing::Test, public World {
+class BatchFinisherAttackTest : public ::testing::Test, public FinisherWorld {
  protected:
-  std::shared_ptr<HookStore> hook = std::make_shared<HookStore>(mem);
-  std::shared_ptr<CountingStore> counting = std::make_shared<CountingStore>(hook);
-  std::unique_ptr<litetx::Database> direct = Direct();
-
-  litetx::Options Background() const {
-    litetx::Options o = Opts();
-    o.finish_in_background = true;
-    return o;
-  }
-  litetx::CollectorOptions Gc() const {
-    litetx::CollectorOptions o;
-    o.engine = Opts();
-    o.name = "gc-attack";
-    return o;
-  }
   void Seed3() {
     MustCommit(*direct, Transaction()
                             .Insert("c", "a", {{"n", 100}})

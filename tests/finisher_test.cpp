@@ -19,23 +19,8 @@ using litetx::CountingStore;
 using litetx::Transaction;
 using litetx::TxnOutcome;
 
-class FinisherTest : public ::testing::Test, public World {
+class FinisherTest : public ::testing::Test, public FinisherWorld {
  protected:
-  std::shared_ptr<HookStore> hook = std::make_shared<HookStore>(mem);
-  std::shared_ptr<CountingStore> counting = std::make_shared<CountingStore>(hook);
-  std::unique_ptr<litetx::Database> direct = Direct();
-
-  litetx::Options Background() const {
-    litetx::Options o = Opts();
-    o.finish_in_background = true;
-    return o;
-  }
-  litetx::CollectorOptions Gc() const {
-    litetx::CollectorOptions o;
-    o.engine = Opts();
-    o.name = "gc-test";
-    return o;
-  }
   void Seed() {
     MustCommit(*direct, Transaction().Insert("c", "a", {{"n", 100}}));
     MustCommit(*direct, Transaction().Insert("c", "b", {{"n", 0}}));

@@ -502,6 +502,26 @@ struct World {
   }
 };
 
+// A World whose database under test goes through a HookStore and a CountingStore and finishes
+// in the background (the tests of the finisher).
+struct FinisherWorld : World {
+  std::shared_ptr<HookStore> hook = std::make_shared<HookStore>(mem);
+  std::shared_ptr<litetx::CountingStore> counting = std::make_shared<litetx::CountingStore>(hook);
+  std::unique_ptr<litetx::Database> direct = Direct();
+
+  litetx::Options Background() const {
+    litetx::Options o = Opts();
+    o.finish_in_background = true;
+    return o;
+  }
+  litetx::CollectorOptions Gc() const {
+    litetx::CollectorOptions o;
+    o.engine = Opts();
+    o.name = "gc-test";
+    return o;
+  }
+};
+
 // Commits `txn` and requires it to succeed.
 inline litetx::CommitInfo MustCommit(litetx::Database& db, const litetx::Transaction& txn) {
   auto r = db.Commit(txn);
