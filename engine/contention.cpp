@@ -20,7 +20,7 @@ struct Blocker {
 // Looks at the holder `holder` of `key`: settles it if it is no longer running, else reports
 // it as a live blocker with its age.
 Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& holder,
-                             const Waiter& waiter) {
+                             const Waiter& waiter, const boost::json::object& held) {
   Blocker b;
   b.who = "transaction " + holder;
   if (env.finisher != nullptr && env.finisher->HelpFinish(holder, env.options.busy_timeout)) {
@@ -39,8 +39,21 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
       return Status::Corruption("record of transaction " + holder + ": " + rec.status().message());
     }
   }
+  const std::string claimer =
+      waiter.id.empty() ? std::string("reader") : "txn " + std::string(waiter.id);
   Status s;
-  if (!rg->has_value() || rec->done) {
+  if (!rg->has_value()) {
+    // No record (read after the document): a parallel commit's record may still be landing.
+    auto f = FenceAbsentRecord(env, holder, held, claimer, now);
+    if (!f.ok()) return f.status();
+    if (*f == AbsentRecord::kWait) {
+      b.blocked = true;  // a coordinator between its writes: waits for nothing, never older
+      return b;
+    }
+    b.settled = true;  // fenced (then undone as a dangling hold) or appeared: look again
+    return b;
+  }
+  if (rec->done) {
     // The holder is over (its record was read after the document): a dangling hold.
     s = UndoDanglingHold(env, key, holder, now);
   } else if (rec->state == TxnState::kCommitted) {
@@ -52,9 +65,22 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
                                 " whose worklist does not name it");
     }
     s = ReverseDocument(env, *work, holder, now);
+  } else if (rec->state == TxnState::kStaging && now < rec->gc_at_ms) {
+    // Committed if every document it lists is held by it (its commit returned, or is about to):
+    // prove it and record it, then settle this document as committed. Otherwise it is still
+    // writing: a live holder.
+    auto proved = ResolveStaging(env, holder, *rec, (*rg)->revision, /*fence=*/false, claimer, now);
+    if (!proved.ok()) return proved.status();
+    if (!proved->has_value()) {
+      b.blocked = true;
+      b.older = Older(rec->priority_ms, holder, waiter.priority_ms, waiter.id);
+      return b;
+    }
+    b.settled = true;  // look again: the record now says committed
+    return b;
   } else if (now >= rec->gc_at_ms) {
     RepairPolicy policy;
-    policy.claimer = waiter.id.empty() ? std::string("reader") : "txn " + std::string(waiter.id);
+    policy.claimer = claimer;
     policy.now_ms = now;
     auto r = RepairTransaction(env, holder, std::move(*rg), policy);
     s = r.status();
@@ -106,7 +132,7 @@ Result<std::optional<StoredDocument>> AwaitFree(const Env& env, const Key& key,
     if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
     Blocker b;
     if (!meta->txn.empty() && meta->txn != waiter.id) {
-      auto h = LookAtHolder(env, key, meta->txn, waiter);
+      auto h = LookAtHolder(env, key, meta->txn, waiter, (*r)->value);
       if (!h.ok()) return h.status();
       b = std::move(h).value();
       if (b.settled) continue;

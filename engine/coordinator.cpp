@@ -81,7 +81,27 @@ class CommitRun {
   std::vector<Prefetched> ReadBatch(const std::vector<std::size_t>& slots);
   Status CheckSize(const Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
+  // Fills record_ (times, priority, the worklist) in `state` and returns its encoding;
+  // kInvalidArgument if it exceeds Options::max_record_bytes.
+  Result<json::object> BuildRecord(TxnState state);
   Status WriteRecord();
+  // The parallel commit (docs/protocol.md §2.3): the staging record and every apply in one
+  // batch; committed once all of them landed; otherwise the classic path takes over.
+  Result<CommitInfo> ParallelCommit();
+  // Settles the staging record's create, whose first result is `first`: OK once it is known to
+  // be ours (record_revision_; record_.state committed if a resolver already proved it);
+  // kAborted if someone fenced it; kUnavailable if it never landed (with record_settled_ set
+  // if we fenced it ourselves after a lost reply); kUnknown otherwise.
+  Status SettleStagingRecord(Result<Revision> first, json::object value);
+  // Moves the staging record to pending (the classic path from here on). OK; or kAborted with
+  // record_ aborted; or OK with record_.state committed (a resolver proved it meanwhile).
+  Status FallBackToPending();
+  // The classic path once the record is pending and some applies are sent: the rest applied,
+  // checks revalidated, the flip, the finishing.
+  Result<CommitInfo> CompleteClassic(std::vector<std::pair<Slot*, Status>> failed);
+  // Reverses the holds this transaction is known to have or may have (every sent apply) after
+  // its record was found aborted or fenced. REQUIRES: the record is aborted or a marker.
+  void ReverseSent();
   // CAS of the record to `change` applied to it (still pending); kAborted if someone claimed
   // it. check_size: kInvalidArgument if it would exceed Options::max_record_bytes.
   // REQUIRES: record_mu_ held (UpdateRecord).
@@ -187,7 +207,10 @@ Status CommitRun::CheckSize(const Slot& slot) const {
   // The held image is the larger of the two the full path writes (the final one drops the
   // reference; a delete's tombstone drops the body); the one-write path builds only `final`.
   const json::object& largest = slot.prep.held.empty() ? slot.prep.final : slot.prep.held;
+  // The parallel commit adds the hold's deadline to the held image: room for it is kept.
+  constexpr std::size_t kHoldDeadlineBytes = 32;
   std::size_t bytes = json::serialize(largest).size();
+  if (!slot.prep.held.empty()) bytes += kHoldDeadlineBytes;
   if (bytes > env_.options.max_document_bytes) {
     return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
                                    std::to_string(bytes) + " bytes, over the limit of " +
@@ -215,10 +238,23 @@ Result<CommitInfo> CommitRun::Execute(const Transaction& txn) {
 
   if (Status st = PrepareAll(); !st.ok()) return st;
   if (writes == 0) return Info();  // only checks: validated, nothing to write
+  if (env_.options.parallel_commit && writes == slots_.size()) return ParallelCommit();
 
   if (Status st = WriteRecord(); !st.ok()) return st;
   if (env_.leases != nullptr) renewal_ = env_.leases->Register([this] { Renew(); });
   if (Status st = ApplyAll(); !st.ok()) return Rollback(std::move(st));
+  return CompleteClassic({});
+}
+
+Result<CommitInfo> CommitRun::CompleteClassic(std::vector<std::pair<Slot*, Status>> failed) {
+  if (!failed.empty()) {
+    if (env_.leases != nullptr) renewal_ = env_.leases->Register([this] { Renew(); });
+    for (auto& [slot, status] : failed) {
+      if (Status st = ApplyOne(*slot, std::move(status)); !st.ok()) return Rollback(std::move(st));
+    }
+  }
+  std::size_t writes = 0;
+  for (const Slot& s : slots_) writes += s.is_write() ? 1 : 0;
   if (writes != slots_.size()) {
     if (Status st = RevalidateChecks(); !st.ok()) return Rollback(std::move(st));
   }
@@ -296,8 +332,8 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   }
 }
 
-Status CommitRun::WriteRecord() {
-  record_.state = TxnState::kPending;
+Result<json::object> CommitRun::BuildRecord(TxnState state) {
+  record_.state = state;
   record_.created_ms = env_.clock.NowMillis();
   record_.gc_at_ms = record_.created_ms + env_.options.lease.count();
   record_.priority_ms = priority_ms_ != 0 ? priority_ms_ : record_.created_ms;
@@ -315,6 +351,13 @@ Status CommitRun::WriteRecord() {
                                    " bytes, over the limit of " +
                                    std::to_string(env_.options.max_record_bytes));
   }
+  return value;
+}
+
+Status CommitRun::WriteRecord() {
+  auto built = BuildRecord(TxnState::kPending);
+  if (!built.ok()) return built.status();
+  json::object value = std::move(built).value();
   Retry retry = ForwardRetry();
   for (;;) {
     auto r = env_.store.Create(record_key_, value);
@@ -347,6 +390,270 @@ Status CommitRun::WriteRecord() {
                            Claimer((*g)->value) + " before its coordinator learned that its "
                            "record was written");
   }
+}
+
+Result<CommitInfo> CommitRun::ParallelCommit() {
+  auto built = BuildRecord(TxnState::kStaging);
+  if (!built.ok()) return built.status();
+  json::object value = std::move(built).value();
+  // One batch, the record first: a store that runs a batch in order (LMDB, Redis, memory)
+  // then never holds a document without its record, even if the coordinator dies mid-batch;
+  // one that does not (a cluster: each shard on its own) may, and such holds are settled by
+  // the first writer that meets them after their deadline, or by the collector's sweep.
+  std::vector<BatchOp> ops;
+  std::vector<Slot*> sent;  // sent[i]: the slot of ops[i] (nullptr: the record)
+  ops.reserve(slots_.size() + 1);
+  ops.push_back(BatchOp::Create(record_key_, value));
+  sent.push_back(nullptr);
+  for (Slot& s : slots_) {
+    SetHoldDeadline(s.prep.held, record_.gc_at_ms);
+    s.sent = true;
+    const Key& key = s.action->key;
+    ops.push_back(s.existed ? BatchOp::Replace(key, s.read_revision, s.prep.held)
+                            : BatchOp::Create(key, s.prep.held));
+    sent.push_back(&s);
+  }
+  std::vector<BatchResult> results = env_.store.Batch(ops);
+  Result<Revision> record_result = Status::Unknown("no reply for the record's create");
+  std::vector<std::pair<Slot*, Status>> failed;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    Status st = i < results.size() ? std::move(results[i].status)
+                                   : Status::Unknown("no reply for this batch operation");
+    if (sent[i] == nullptr) {
+      if (st.ok()) {
+        record_result = results[i].revision;
+      } else {
+        record_result = std::move(st);
+      }
+    } else if (st.ok()) {
+      sent[i]->landed = true;
+      sent[i]->held_revision = results[i].revision;
+    } else {
+      failed.emplace_back(sent[i], std::move(st));
+    }
+  }
+  if (Status st = SettleStagingRecord(std::move(record_result), std::move(value)); !st.ok()) {
+    // Fenced (by us or by a writer that met a hold of ours without its record): it can never
+    // commit, and what landed is reversed. Otherwise the record is unknown: left as it is.
+    if (record_settled_ || st.code() == Code::kAborted) ReverseSent();
+    return st;
+  }
+  // Every reply OK: the record and every hold were there together. A hold is undone only after
+  // its record has moved on or, absent, been fenced; and a fence is never erased, so a record
+  // create that lands has met no fence: no hold of ours can have been undone before it landed.
+  if (record_.state == TxnState::kStaging && !failed.empty()) {
+    // An apply whose reply was lost may have landed, or may still land. Either it is held now,
+    // or it is fenced so that it never lands: the record may leave staging only once some
+    // document is known never to be held while it is staging (else moving it to pending could
+    // undo a commit that had already happened: every document held while staging).
+    std::vector<std::pair<Slot*, Status>> still;
+    for (auto& [slot, status] : failed) {
+      if (status.code() != Code::kUnknown) {
+        still.emplace_back(slot, std::move(status));
+        continue;
+      }
+      auto held = HeldOrFence(env_, id_, record_.actions[slot->record_index],
+                              env_.clock.NowMillis());
+      if (!held.ok()) {
+        // Neither known held nor fenced: the record stays staging, and a resolver decides
+        // after its lease (every document held: committed).
+        return Status::Unknown(Where(slot->action->key) + ": write reply lost and unresolved (" +
+                               held.status().ToString() + ")");
+      }
+      if (held->has_value()) {
+        slot->landed = true;
+        slot->held_revision = **held;
+      } else {
+        still.emplace_back(slot, Status::Conflict("fenced after a lost reply"));
+      }
+    }
+    failed = std::move(still);
+  }
+  if (record_.state == TxnState::kStaging && failed.empty()) {
+    // The record and every hold landed: committed. The flip and the rest come after.
+    CommitInfo info = Info();
+    Finish();
+    return info;
+  }
+  if (record_.state == TxnState::kStaging) {
+    if (Status st = FallBackToPending(); !st.ok()) {
+      if (st.code() == Code::kAborted) return Rollback(std::move(st));
+      return st;
+    }
+  }
+  if (record_.state == TxnState::kCommitted) {  // a resolver found every document held
+    CommitInfo info = Info();
+    Finish();
+    return info;
+  }
+  return CompleteClassic(std::move(failed));
+}
+
+Status CommitRun::SettleStagingRecord(Result<Revision> first, json::object value) {
+  Retry retry = ForwardRetry();
+  bool maybe_landed = false;
+  bool self_fenced = false;  // a fence of ours was sent (it may have landed)
+  Result<Revision> r = std::move(first);
+  for (;;) {
+    if (r.ok()) {
+      record_revision_ = *r;
+      record_value_ = std::move(value);
+      return Status::Ok();
+    }
+    if (r.code() == Code::kUnavailable) {
+      if (retry.Next()) {
+        r = env_.store.Create(record_key_, value);
+        continue;
+      }
+      if (maybe_landed) return Status::Unknown("transaction record write reply lost and unresolved");
+      // Never landed. Fence it, so that what landed of ours can be reversed now; if even that
+      // fails, the holds carry their deadline, past which whoever meets one fences the record.
+      TxnRecord fence = OutcomeMarker(record_, env_.clock.NowMillis());
+      fence.state = TxnState::kAborted;
+      fence.aborted_by = "coordinator";
+      fence.fence = true;
+      if (env_.store.Create(record_key_, EncodeRecord(fence)).ok()) {
+        record_ = fence;
+        record_settled_ = true;
+      }
+      return Status::Unavailable("could not write the transaction record: " + r.status().message());
+    }
+    if (r.code() != Code::kConflict && r.code() != Code::kUnknown) {
+      return maybe_landed ? Status::Unknown("transaction record write reply lost; then " +
+                                            r.status().ToString())
+                          : r.status();
+    }
+    maybe_landed = maybe_landed || r.code() == Code::kUnknown;
+    auto g = GetWithRetry(env_, record_key_);
+    if (!g.ok()) {
+      return maybe_landed ? Status::Unknown("transaction record write reply lost and unresolved")
+                          : Status::Unavailable("could not read the transaction record");
+    }
+    if (!g->has_value()) {
+      if (maybe_landed &&
+          env_.clock.NowMillis() + env_.options.lease.count() / 2 >= record_.gc_at_ms) {
+        // Past its lease it may have landed, been resolved and settled, and (much later) been
+        // purged: that cannot be told from never having landed.
+        return Status::Unknown("transaction record write reply lost, and the record is gone");
+      }
+      // Not there: ours never landed, and it must never land late. Fence it ourselves.
+      TxnRecord fence = OutcomeMarker(record_, env_.clock.NowMillis());
+      fence.state = TxnState::kAborted;
+      fence.aborted_by = "coordinator";
+      fence.fence = true;
+      r = env_.store.Create(record_key_, EncodeRecord(fence));
+      self_fenced = true;
+      if (r.ok()) {
+        record_ = fence;
+        record_settled_ = true;
+        // Reported like the classic path's lost record write: nothing is committed, and
+        // ParallelCommit reverses what landed.
+        return Status::Unavailable("could not write the transaction record: reply lost (the "
+                                   "record is now fenced; nothing was committed)");
+      }
+      if (!retry.Next()) return Status::Unknown("transaction record write reply lost and unresolved");
+      if (r.code() == Code::kUnavailable) r = Status::Unknown("retry");  // read again first
+      continue;
+    }
+    if ((*g)->value == value) {  // ours (lost reply)
+      r = (*g)->revision;
+      continue;
+    }
+    auto rec = DecodeRecord((*g)->value);
+    if (!rec.ok()) {
+      return Status::Corruption("record of transaction " + id_ + ": " + rec.status().message());
+    }
+    if (rec->state == TxnState::kCommitted && maybe_landed) {
+      // Ours, proven by a reader or resolver before we looked (a fence is always aborted).
+      record_revision_ = (*g)->revision;
+      record_value_ = (*g)->value;
+      record_.state = TxnState::kCommitted;
+      record_settled_ = rec->done;
+      return Status::Ok();
+    }
+    if (rec->state == TxnState::kAborted && rec->fence && self_fenced) {
+      // Our own fence, whose reply was lost: as if it had replied.
+      record_ = std::move(rec).value();
+      record_settled_ = true;
+      return Status::Unavailable("could not write the transaction record: reply lost (the "
+                                 "record is now fenced; nothing was committed)");
+    }
+    if (rec->state == TxnState::kAborted) {
+      record_revision_ = (*g)->revision;
+      record_value_ = (*g)->value;
+      record_.state = TxnState::kAborted;
+      record_settled_ = rec->done;
+      claimed_by_ = rec->aborted_by.empty() ? "a collector" : rec->aborted_by;
+      return Status::Aborted("transaction " + id_ + " was rolled back by " + claimed_by_ +
+                             " (its documents were found without its record, or not all held)");
+    }
+    env_.log.error("txn {}: another transaction's record has this id", id_);
+    return maybe_landed ? Status::Unknown("transaction record write reply lost; the id is taken")
+                        : Status::Unavailable("transaction id collision");
+  }
+}
+
+Status CommitRun::FallBackToPending() {
+  json::object pending = record_value_;
+  pending["state"] = TxnStateName(TxnState::kPending);
+  Retry retry = ForwardRetry();
+  for (;;) {
+    auto r = env_.store.Replace(record_key_, record_revision_, pending);
+    if (r.ok()) {
+      record_revision_ = *r;
+      record_value_ = std::move(pending);
+      record_.state = TxnState::kPending;
+      return Status::Ok();
+    }
+    if (r.code() != Code::kConflict && r.code() != Code::kUnknown &&
+        r.code() != Code::kUnavailable) {
+      return r.status();
+    }
+    if (r.code() != Code::kUnavailable) {
+      auto g = GetWithRetry(env_, record_key_);
+      if (!g.ok()) return g.status();
+      if (!g->has_value()) {
+        // Resolved (committed or aborted: a resolver proves it or fences it), settled and
+        // erased since: which of the two cannot be told any more.
+        return Status::Unknown("the staging record was settled by a collector and is gone; "
+                               "the transaction's outcome cannot be told");
+      }
+      if ((*g)->value == pending) {  // ours (lost reply)
+        r = (*g)->revision;
+        record_revision_ = *r;
+        record_value_ = std::move(pending);
+        record_.state = TxnState::kPending;
+        return Status::Ok();
+      }
+      auto rec = DecodeRecord((*g)->value);
+      if (!rec.ok()) return Status::Corruption("record of transaction " + id_ + ": " + rec.status().message());
+      if ((*g)->revision != record_revision_) {
+        if (rec->state == TxnState::kCommitted) {  // proven: every document held
+          record_revision_ = (*g)->revision;
+          record_value_ = (*g)->value;
+          record_settled_ = rec->done;
+          record_.state = TxnState::kCommitted;
+          return Status::Ok();
+        }
+        // Aborted by a resolver that fenced a document (Rollback reads it again and reverses).
+        return Status::Aborted("transaction " + id_ + " was rolled back by " + Claimer((*g)->value));
+      }
+    }
+    if (!retry.Next()) {
+      // Still staging: a resolver decides it after its lease (every document held: committed).
+      return Status::Unknown("could not move the staging record on; the transaction commits only "
+                             "if every document it wrote is found held by it");
+    }
+  }
+}
+
+void CommitRun::ReverseSent() {
+  Retry retry(env_, 0, env_.options.rollback_timeout);
+  bool all = true;
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
+    if (it->is_write() && it->sent) all = ReverseOne(*it, retry) && all;
+  }
+  if (!all) env_.log.warn("txn {}: rollback incomplete; left for the collector", id_);
 }
 
 bool CommitRun::LeaseLeft(std::int64_t more_than_ms) {
@@ -669,6 +976,12 @@ void CommitRun::Finish() {
   job.record = std::move(record_);
   job.record.actions.clear();  // the marker has none
   job.record_settled = record_settled_;
+  if (job.record.state == TxnState::kStaging) {
+    job.flip_first = true;
+    job.committed_value = record_value_;
+    job.committed_value["state"] = TxnStateName(TxnState::kCommitted);
+    job.record.state = TxnState::kCommitted;
+  }
   for (Slot& s : slots_) {
     if (!s.is_write()) continue;
     job.docs.push_back({s.action->key, s.held_revision, std::move(s.prep.final)});

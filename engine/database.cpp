@@ -10,6 +10,7 @@
 #include "engine/lease_keeper.h"
 #include "engine/reads.h"
 #include "engine/record.h"
+#include "engine/repair.h"
 
 namespace litetx {
 
@@ -80,6 +81,17 @@ Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
     case engine::TxnState::kPending: return TxnOutcome::kPending;
     case engine::TxnState::kCommitted: return TxnOutcome::kCommitted;
     case engine::TxnState::kAborted: break;
+    case engine::TxnState::kStaging: {
+      // Committed if every document it lists is held by it: proven and recorded here.
+      auto proved = engine::ResolveStaging(env, std::string(txn_id), *rec, (*g)->revision,
+                                           /*fence=*/false, "outcome", env.clock.NowMillis());
+      if (!proved.ok()) return proved.status();
+      if (!proved->has_value()) return TxnOutcome::kPending;
+      auto now = engine::DecodeRecord((**proved).value);
+      if (!now.ok()) return now.status();
+      return now->state == engine::TxnState::kCommitted ? TxnOutcome::kCommitted
+                                                        : TxnOutcome::kPending;
+    }
   }
   return TxnOutcome::kAborted;
 }
@@ -108,7 +120,8 @@ Result<std::vector<TxnSummary>> Database::ListTransactions() {
         continue;
       }
       switch (rec->state) {
-        case engine::TxnState::kPending: t.state = TxnOutcome::kPending; break;
+        case engine::TxnState::kPending:
+        case engine::TxnState::kStaging: t.state = TxnOutcome::kPending; break;
         case engine::TxnState::kCommitted: t.state = TxnOutcome::kCommitted; break;
         case engine::TxnState::kAborted: t.state = TxnOutcome::kAborted; break;
       }

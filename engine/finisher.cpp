@@ -49,7 +49,64 @@ bool FinishOne(const Env& env, const std::string& id, FinishJob::Doc& doc, Statu
 
 }  // namespace
 
+namespace {
+
+// The flip of a parallel commit's staging record (FinishJob::flip_first). True once the record
+// says committed (job.record_revision then its revision, or job.record_settled if it is already
+// the outcome marker); false if it could not be written (left for a resolver, which proves it).
+bool FlipStaging(const Env& env, FinishJob& job) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto r = env.store.Replace(job.record_key, job.record_revision, job.committed_value);
+    if (r.ok()) {
+      job.record_revision = *r;
+      return true;
+    }
+    if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env, job.record_key);
+      if (g.ok()) {
+        if (!g->has_value()) {
+          // Settled and purged: a committed transaction's record goes only after its documents.
+          job.record_settled = true;
+          return true;
+        }
+        auto rec = DecodeRecord((*g)->value);
+        if (!rec.ok()) {
+          env.log.error("txn {}: record unreadable at its flip: {}", job.txn_id,
+                        rec.status().message());
+          return false;
+        }
+        if (rec->state == TxnState::kCommitted) {  // ours (lost reply), or a resolver's proof
+          job.record_revision = (*g)->revision;
+          job.record_settled = rec->done;
+          return true;
+        }
+        if (rec->state == TxnState::kAborted) {
+          env.log.error("txn {}: acknowledged as committed, but its staging record was found "
+                        "aborted by {}", job.txn_id, rec->aborted_by);
+          return false;
+        }
+        if ((*g)->revision != job.record_revision) {
+          env.log.error("txn {}: its staging record was rewritten by another writer", job.txn_id);
+          return false;
+        }
+      }
+    } else if (r.code() != Code::kUnavailable) {
+      env.log.error("txn {}: flip: {}", job.txn_id, r.status().ToString());
+      return false;
+    }
+    if (!retry.Next()) {
+      env.log.warn("txn {}: committed (every document held), but the flip could not be written; "
+                   "left for the collector", job.txn_id);
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
 bool FinishTransaction(const Env& env, FinishJob& job) {
+  if (job.flip_first && !job.record_settled && !FlipStaging(env, job)) return false;
   const std::int64_t now = env.clock.NowMillis();
   std::vector<BatchOp> ops;
   ops.reserve(job.docs.size());

@@ -41,9 +41,15 @@ namespace litetx::engine {
 struct FinishJob {
   std::string txn_id;
   Key record_key;
-  Revision record_revision = 0;  // the record's revision after the flip
+  Revision record_revision = 0;  // the record's revision after the flip (or still staging)
   TxnRecord record;              // the committed record (its worklist may be left empty)
   bool record_settled = false;   // someone already replaced it by the outcome marker
+  // A parallel commit: the record is still staging at record_revision, and the flip to
+  // committed (this value, compare-and-swapped at record_revision) comes first. No document is
+  // finished before the record says committed: a hold ended while the record is staging would
+  // let a resolver find that document not held and abort a committed transaction.
+  bool flip_first = false;
+  boost::json::object committed_value;
   struct Doc {
     Key key;
     Revision held_revision = 0;  // the revision its apply left
@@ -52,8 +58,11 @@ struct FinishJob {
   std::vector<Doc> docs;
 };
 
-// Finishes `job` now, on the calling thread: one batch of compare-and-swaps from each held
-// image to its final image, a per-document retry (after a re-read) for those that failed, then
+// Finishes `job` now, on the calling thread: the flip first if `job.flip_first` (a record found
+// already committed is finished from the revision read; found done, only the documents are
+// left to look at; found aborted: nothing is done, logged as an error, since only a fence of a
+// document not held can abort a staging record), then one batch of compare-and-swaps from each
+// held image to its final image, a per-document retry (after a re-read) for those that failed, then
 // the outcome marker. Returns true if every document was finished (by this call or by someone
 // else) and the marker written or found; false if something is left for the collector (logged).
 bool FinishTransaction(const Env& env, FinishJob& job);

@@ -1,7 +1,10 @@
 #include "engine/reads.h"
 
+#include "engine/repair.h"
+
 #include "engine/meta.h"
 #include "engine/record.h"
+#include "engine/repair.h"
 #include "engine/worklist.h"
 
 namespace litetx::engine {
@@ -76,6 +79,20 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
     if (work == nullptr) {
       return Status::Corruption(where + " is held by transaction " + meta->txn +
                                 " whose worklist does not name it");
+    }
+    if (record->state == TxnState::kStaging) {
+      // Committed once every listed document is held while the record stays staging: prove it
+      // (and record it: compare-and-swap to committed), then read it again as committed.
+      auto proved = ResolveStaging(env, meta->txn, *record, (*rg)->revision, /*fence=*/false,
+                                   "reader", env.clock.NowMillis());
+      if (!proved.ok()) return proved.status();
+      if (proved->has_value()) continue;
+      // A document was not held. If the record is still staging at the revision read, no hold
+      // could have ended in between: the transaction was not committed when that document was
+      // read, and this read is ordered before it. Otherwise look again.
+      auto again = GetWithRetry(env, record_key);
+      if (!again.ok()) return again.status();
+      if (!again->has_value() || (*again)->revision != (*rg)->revision) continue;
     }
     return PreImage(doc.value, *work);
   }

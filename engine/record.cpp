@@ -114,6 +114,7 @@ const char* TxnStateName(TxnState state) {
     case TxnState::kPending: return "pending";
     case TxnState::kCommitted: return "committed";
     case TxnState::kAborted: return "aborted";
+    case TxnState::kStaging: return "staging";
   }
   return "?";
 }
@@ -136,6 +137,7 @@ json::object EncodeRecord(const TxnRecord& r) {
     o["done"] = true;
     o["done_at"] = r.done_at_ms;
   }
+  if (r.fence) o["fence"] = true;
   json::array actions;
   actions.reserve(r.actions.size());
   for (const auto& a : r.actions) {
@@ -166,6 +168,7 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
   if (s == "pending") r.state = TxnState::kPending;
   else if (s == "committed") r.state = TxnState::kCommitted;
   else if (s == "aborted") r.state = TxnState::kAborted;
+  else if (s == "staging") r.state = TxnState::kStaging;
   else return Status::Corruption("record has an unknown state");
   const json::value* created = o.if_contains("created");
   const json::value* gc_at = o.if_contains("gc_at");
@@ -192,6 +195,10 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
     if (!t) return Status::Corruption("record done_at is not an integer");
     r.done = done->get_bool();
     r.done_at_ms = *t;
+  }
+  if (const json::value* fence = o.if_contains("fence")) {
+    if (!fence->is_bool()) return Status::Corruption("record field fence is not a boolean");
+    r.fence = fence->get_bool();
   }
   const json::value* actions = o.if_contains("actions");
   if (actions == nullptr || !actions->is_array()) return Status::Corruption("record has no actions");

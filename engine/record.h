@@ -1,11 +1,11 @@
 // engine/record.h — the ActiveTransaction document and its DetailedTransactionWorklist.
 //
 // Stored in collection kTransactionsCollection under the transaction's id:
-//   {"state": "pending" | "committed" | "aborted",
+//   {"state": "staging" | "pending" | "committed" | "aborted",
 //    "created": ms since epoch, "prio": ms since epoch (the age for wait-die: when the logical
 //    transaction's first attempt started; absent: = created), "gc_at": ms since epoch (created + lease, extended while the
 //    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
-//    "actions": [WorkAction...]}
+//    "fence": true (a fence marker, never purged), "actions": [WorkAction...]}
 // Each WorkAction is one write action with its reversing data:
 //   {"op": "insert"|"update"|"adjust"|"delete", "c": collection, "id": id,
 //    "prior": "absent"|"gone"|"deleted"|"live",   state before the transaction
@@ -55,7 +55,12 @@ struct WorkAction {
   Revision read_revision = 0;
 };
 
-enum class TxnState : std::uint8_t { kPending, kCommitted, kAborted };
+// kStaging: written together with the applies (the parallel commit, docs/protocol.md §2.3); the
+// transaction is committed once every listed document is held by it while the record is still
+// staging at one revision. Only the coordinator moves it to pending (falling back to the classic
+// path); a resolver moves it to committed (every document proven held) or aborted (a document
+// fenced). kPending: written before any apply; committed only by its coordinator's flip.
+enum class TxnState : std::uint8_t { kPending, kCommitted, kAborted, kStaging };
 const char* TxnStateName(TxnState state);
 
 struct TxnRecord {
@@ -70,6 +75,10 @@ struct TxnRecord {
   // for the outcome retention so Database::Outcome can answer, with no actions.
   bool done = false;
   std::int64_t done_at_ms = 0;
+  // A fence ("fence": true, always an aborted outcome marker): created where no record was, so
+  // that the transaction's own record create, possibly still on its way, can never land
+  // (engine/repair.h FenceAbsentRecord). Never purged: once erased, a late create could land.
+  bool fence = false;
   std::vector<WorkAction> actions;
 
   // The action on `key`, or nullptr.

@@ -1,6 +1,7 @@
 #include "engine/repair.h"
 
 #include <functional>
+#include <vector>
 
 #include "engine/meta.h"
 #include "engine/worklist.h"
@@ -127,6 +128,158 @@ Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_i
       undone);
 }
 
+Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id,
+                                       const json::object& held, const std::string& claimer,
+                                       std::int64_t now_ms) {
+  const std::int64_t deadline = HoldDeadline(held);
+  if (deadline != 0 && now_ms < deadline) return AbsentRecord::kWait;
+  const Key record_key{std::string(kTransactionsCollection), txn_id};
+  TxnRecord fence;
+  fence.state = TxnState::kAborted;
+  fence.created_ms = now_ms;
+  fence.gc_at_ms = now_ms;
+  fence.priority_ms = now_ms;
+  fence.aborted_by = claimer;
+  fence.done = true;
+  fence.done_at_ms = now_ms;
+  fence.fence = true;
+  const json::object value = EncodeRecord(fence);
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto c = env.store.Create(record_key, value);
+    if (c.ok()) {
+      env.log.info("txn {}: holds past their deadline with no record; record fenced by {}",
+                   txn_id, claimer);
+      return AbsentRecord::kFenced;
+    }
+    if (c.code() == Code::kConflict) return AbsentRecord::kAppeared;
+    if (c.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env, record_key);
+      if (!g.ok()) return g.status();
+      if (g->has_value()) {
+        return (*g)->value == value ? AbsentRecord::kFenced : AbsentRecord::kAppeared;
+      }
+    } else if (c.code() != Code::kUnavailable) {
+      return c.status();
+    }
+    if (!retry.Next()) {
+      return Status::Unavailable("fencing the record of transaction " + txn_id + ": " +
+                                 c.status().ToString());
+    }
+  }
+}
+
+Result<std::optional<Revision>> HeldOrFence(
+    const Env& env, const std::string& txn_id, const WorkAction& work, std::int64_t now_ms,
+    std::optional<Result<std::optional<StoredDocument>>> first) {
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    Result<std::optional<StoredDocument>> cur = Status::Unavailable("");
+    if (first) {
+      cur = std::move(*first);
+      first.reset();
+    } else {
+      cur = GetWithRetry(env, work.key);
+    }
+    if (!cur.ok()) return cur.status();
+    if (cur->has_value()) {
+      auto meta = DecodeMeta((**cur).value);
+      if (!meta.ok()) return Status::Corruption(Where(work.key) + ": " + meta.status().message());
+      if (meta->txn == txn_id) return std::optional<Revision>((**cur).revision);
+    }
+    // Not held by the transaction: make sure its apply can no longer land.
+    Result<Revision> w = Revision{0};
+    if (!cur->has_value()) {
+      if (work.existed) return std::optional<Revision>{};  // a Replace cannot land on nothing
+      // Its Create would land: take the key first with a "gone" placeholder.
+      Meta m;
+      m.gone = true;
+      m.version = work.prior_version;
+      m.schema_version = work.prior_schema;
+      m.at_ms = now_ms;
+      w = env.store.Create(work.key, MakeStored(json::object{}, m));
+    } else if (work.existed && (**cur).revision == work.read_revision) {
+      // Still as the coordinator read it: rewrite it unchanged so its revision moves on.
+      w = env.store.Replace(work.key, (**cur).revision, (**cur).value);
+    } else {
+      return std::optional<Revision>{};  // its compare-and-swap can no longer match
+    }
+    if (w.ok()) return std::optional<Revision>{};
+    if (w.code() == Code::kConflict) continue;  // the apply may have landed: look again
+    if (Transient(w.code()) && retry.Next()) continue;
+    return Status::Unavailable("fencing " + Where(work.key) + ": " + w.status().ToString());
+  }
+}
+
+Result<StagingProof> ProveStaging(const Env& env, const std::string& txn_id,
+                                  const TxnRecord& record, bool fence, std::int64_t now_ms) {
+  std::vector<BatchOp> ops;
+  ops.reserve(record.actions.size());
+  for (const WorkAction& w : record.actions) ops.push_back(BatchOp::Get(w.key));
+  std::vector<BatchResult> reads = env.store.Batch(ops);
+  for (std::size_t i = 0; i < record.actions.size(); ++i) {
+    const WorkAction& work = record.actions[i];
+    std::optional<Result<std::optional<StoredDocument>>> first;
+    if (i < reads.size() && reads[i].status.ok()) first = std::move(reads[i].document);
+    if (!fence) {
+      Result<std::optional<StoredDocument>> cur =
+          first ? std::move(*first) : GetWithRetry(env, work.key);
+      if (!cur.ok()) return cur.status();
+      if (!cur->has_value()) return StagingProof::kNotHeld;
+      auto meta = DecodeMeta((**cur).value);
+      if (!meta.ok()) return Status::Corruption(Where(work.key) + ": " + meta.status().message());
+      if (meta->txn != txn_id) return StagingProof::kNotHeld;
+      continue;
+    }
+    auto held = HeldOrFence(env, txn_id, work, now_ms, std::move(first));
+    if (!held.ok()) return held.status();
+    if (!held->has_value()) return StagingProof::kFenced;  // one fenced document decides it
+  }
+  return StagingProof::kAllHeld;
+}
+
+Result<std::optional<StoredDocument>> ResolveStaging(const Env& env, const std::string& txn_id,
+                                                     const TxnRecord& record, Revision rev,
+                                                     bool fence, const std::string& claimer,
+                                                     std::int64_t now_ms) {
+  auto proof = ProveStaging(env, txn_id, record, fence, now_ms);
+  if (!proof.ok()) return proof.status();
+  if (*proof == StagingProof::kNotHeld) return std::optional<StoredDocument>{};
+  TxnRecord next = record;
+  if (*proof == StagingProof::kAllHeld) {
+    next.state = TxnState::kCommitted;
+  } else {
+    next.state = TxnState::kAborted;
+    next.aborted_by = claimer;
+  }
+  json::object value = EncodeRecord(next);
+  const Key record_key{std::string(kTransactionsCollection), txn_id};
+  Retry retry(env, env.options.max_attempts);
+  for (;;) {
+    auto r = env.store.Replace(record_key, rev, value);
+    if (r.ok()) {
+      env.log.info("txn {}: staging record resolved to {} by {}", txn_id,
+                   TxnStateName(next.state), claimer);
+      return std::optional<StoredDocument>(StoredDocument{std::move(value), *r});
+    }
+    if (r.code() == Code::kConflict) return std::optional<StoredDocument>{};
+    if (r.code() == Code::kUnknown) {
+      auto g = GetWithRetry(env, record_key);
+      if (!g.ok()) return g.status();
+      if (g->has_value() && (**g).value == value) {
+        return std::optional<StoredDocument>(std::move(**g));
+      }
+      if (!g->has_value() || (**g).revision != rev) return std::optional<StoredDocument>{};
+    } else if (r.code() != Code::kUnavailable) {
+      return r.status();
+    }
+    if (!retry.Next()) {
+      return Status::Unavailable("resolving the record of transaction " + txn_id + ": " +
+                                 r.status().ToString());
+    }
+  }
+}
+
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
                                         std::optional<StoredDocument> stored,
                                         const RepairPolicy& policy) {
@@ -148,7 +301,9 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
     stored.reset();  // from here on, any CAS failure re-reads the record
 
     if (record.done) {
-      if (MillisSince(policy.now_ms, record.done_at_ms) < policy.outcome_retention_ms) {
+      // A fence is kept: its transaction's record create may still be on its way.
+      if (record.fence ||
+          MillisSince(policy.now_ms, record.done_at_ms) < policy.outcome_retention_ms) {
         return RepairOutcome::kNotStale;
       }
       Status e = env.store.Erase(record_key, rev);
@@ -158,6 +313,18 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
     }
     if (!Stale(record, policy)) return RepairOutcome::kNotStale;
 
+    if (record.state == TxnState::kStaging) {
+      // Prove it or fence it (see ProveStaging); the record as resolved is settled below.
+      auto r = ResolveStaging(env, txn_id, record, rev, /*fence=*/true, policy.claimer,
+                              policy.now_ms);
+      if (!r.ok()) return r.status();
+      if (r->has_value()) {
+        stored = std::move(**r);
+      } else if (!retry.Next()) {
+        return Status::Unavailable("record of transaction " + txn_id + " kept changing");
+      }
+      continue;
+    }
     if (record.state == TxnState::kPending) {
       TxnRecord claimed = record;
       claimed.state = TxnState::kAborted;

@@ -5,6 +5,8 @@
 // repairers (and the transaction's own, slow coordinator) may work on one transaction at once:
 //   - a pending record is first claimed (pending -> aborted, "by" = the claimer); the
 //     coordinator's commit flip then fails its CAS and it reports kAborted;
+//   - a staging record (the parallel commit) is resolved: committed if every listed document is
+//     held by the transaction, else aborted once a document not held has been fenced;
 //   - committed: every document still referencing the transaction is finished (reference
 //     cleared, a pending delete turned into a tombstone);
 //   - aborted: every document still referencing it is reversed from the worklist's reversing
@@ -56,17 +58,69 @@ Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
 Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
                        std::int64_t now_ms);
 
-// Undoes a dangling hold: `txn_id` still holds the document at `key`, but its record is gone or
-// already an outcome marker, and that was seen by a record read made AFTER a read of the
-// document that showed the hold. A transaction's own holds all end before its record becomes a
-// marker (and a record is erased only as a marker), so a hold seen after that is a write that
-// landed after its transaction was over: it was never part of any outcome, and is undone from
-// the document's own undo data (UndoOf in engine/worklist.h). OK when done, or when the document
-// no longer references `txn_id`; kCorruption if it has no undo data; kUnavailable.
+// Undoes a dangling hold: `txn_id` still holds the document at `key`, but its record is already
+// an outcome marker, and that was seen by a record read made AFTER a read of the document that
+// showed the hold. A transaction's own holds all end before its record becomes a marker, so a
+// hold seen after that is a write that landed after its transaction was over (or one whose
+// record was fenced by FenceAbsentRecord): it was never part of any committed outcome, and is
+// undone from the document's own undo data (UndoOf in engine/worklist.h). A record found ABSENT
+// does not prove this (a parallel commit's record may still be landing): FenceAbsentRecord
+// first. OK when done, or when the document no longer references `txn_id`; kCorruption if it
+// has no undo data; kUnavailable.
 // `*undone` (if given) is set when one of its own writes was seen to land, and left alone when
 // the hold had already ended (undone by a writer, or finished by its own coordinator).
 Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_id,
                         std::int64_t now_ms, bool* undone = nullptr);
+
+// What FenceAbsentRecord did.
+enum class AbsentRecord : std::uint8_t {
+  kWait,      // the hold's deadline has not passed: its coordinator may still be writing it
+  kFenced,    // the record is now an aborted outcome marker: the hold is dangling, undo it
+  kAppeared,  // a record appeared meanwhile: read it again and act on what it says
+};
+
+// For a hold of `txn_id` on `held` (a document as read) whose record was read afterwards and
+// found absent. Every hold is removed only after its transaction's record has been moved on,
+// and a parallel commit writes its record together with its applies, so an absent record may
+// still land: once the hold's deadline (HoldDeadline; none on classic holds) has passed, the
+// record is created as an aborted outcome marker by `claimer`, which makes the coordinator's
+// own record create fail (it then reports kAborted). kUnavailable if the store kept failing.
+Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id,
+                                       const boost::json::object& held, const std::string& claimer,
+                                       std::int64_t now_ms);
+
+// Looks at the document `work` names for the parallel commit of `txn_id`: if the transaction
+// holds it, returns its revision; if not, first makes sure the transaction's apply on it can
+// never land (ProveStaging's fence) and returns std::nullopt. `first`: a read of it made just
+// before, if any. kUnavailable / kCorruption otherwise.
+Result<std::optional<Revision>> HeldOrFence(
+    const Env& env, const std::string& txn_id, const WorkAction& work, std::int64_t now_ms,
+    std::optional<Result<std::optional<StoredDocument>>> first = std::nullopt);
+
+// What a look at the documents of a staging record found.
+enum class StagingProof : std::uint8_t {
+  kAllHeld,  // every listed document is held by the transaction
+  kNotHeld,  // some is not (fence = false: nothing was written)
+  kFenced,   // some is not, and the transaction's apply on it can no longer land (fence = true)
+};
+
+// Reads every document listed by `record` (a staging record of `txn_id`) in one batch. With
+// `fence`, a document not held by the transaction is made unwritable for the transaction's apply
+// (ReverseDocument's fence: rewritten unchanged while at the revision the coordinator read, or
+// an absent key taken by a "gone" placeholder); a fence that loses its race to the apply finds
+// the document held and goes on. kUnavailable / kCorruption otherwise.
+Result<StagingProof> ProveStaging(const Env& env, const std::string& txn_id,
+                                  const TxnRecord& record, bool fence, std::int64_t now_ms);
+
+// Resolves the staging record `record` of `txn_id` read at `rev`: proves it (every document
+// held: compare-and-swap to committed) or, with `fence`, fences and compare-and-swaps it to
+// aborted by `claimer`. Returns the record as written, or std::nullopt when nothing was written
+// (the record moved on meanwhile, or without `fence` a document was not held): the caller reads
+// it again. kUnavailable / kCorruption otherwise.
+Result<std::optional<StoredDocument>> ResolveStaging(const Env& env, const std::string& txn_id,
+                                                     const TxnRecord& record, Revision rev,
+                                                     bool fence, const std::string& claimer,
+                                                     std::int64_t now_ms);
 
 // The outcome marker replacing `record` once every document is settled.
 TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms);

@@ -198,6 +198,21 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
   return p;
 }
 
+std::int64_t HoldDeadline(const json::object& held) {
+  const json::value* mv = held.if_contains(kMetaField);
+  if (mv == nullptr || !mv->is_object()) return 0;
+  const json::value* u = mv->get_object().if_contains("u");
+  if (u == nullptr || !u->is_object()) return 0;
+  const json::value* x = u->get_object().if_contains("x");
+  if (x == nullptr) return 0;
+  auto n = json::try_value_to<std::int64_t>(*x);
+  return n ? *n : 0;
+}
+
+void SetHoldDeadline(json::object& held, std::int64_t deadline_ms) {
+  held[kMetaField].as_object()["u"].as_object()["x"] = deadline_ms;
+}
+
 Result<WorkAction> UndoOf(const Key& key, const json::object& held) {
   auto bad = [&](const char* why) {
     return Status::Corruption(Where(key) + ": undo data " + why);

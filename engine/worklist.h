@@ -69,6 +69,14 @@ boost::json::object Reversed(const boost::json::object& held, const Meta& meta,
 // kCorruption if the document has no (or malformed) undo data.
 Result<WorkAction> UndoOf(const Key& key, const boost::json::object& held);
 
+// The deadline a hold written by the parallel commit carries in its undo data ("_ltx.u.x", ms
+// since epoch: its record's first GC timestamp), or 0 if it has none (a hold of the classic
+// path, whose record is always written before it). While the deadline has not passed, a hold
+// whose record is not (yet) there belongs to a coordinator whose batch may still be landing.
+std::int64_t HoldDeadline(const boost::json::object& held);
+// Stores `deadline_ms` as the hold's deadline. REQUIRES: `held` carries undo data (Prepare).
+void SetHoldDeadline(boost::json::object& held, std::int64_t deadline_ms);
+
 // What a read-committed reader sees of a document held by an uncommitted transaction.
 ReadResult PreImage(const boost::json::object& held, const WorkAction& work);
 

@@ -125,7 +125,8 @@ Status Collector::Sweep() {
       break;  // the next run retries from the same place
     }
     // Records looked up on this page: holders are usually shared by neighbouring documents.
-    std::map<std::string, bool> over;  // holder -> its record is gone or an outcome marker
+    enum Holder { kLive, kOver, kAbsent };
+    std::map<std::string, int> over;  // holder -> what its record was found to be
     for (const auto& [id, doc] : page->documents) {
       ++looked;
       swept_.fetch_add(1);
@@ -138,8 +139,11 @@ Status Collector::Sweep() {
       }
       const std::int64_t now = env.clock.NowMillis();
       if (!meta->txn.empty()) {
-        // Held. The record is read after the document was (the scan), so a record that is gone
-        // or already a marker proves the hold dangling (engine/repair.h UndoDanglingHold).
+        // Held. The record is read after the document was (the scan), so a record that is
+        // already a marker proves the hold dangling (engine/repair.h UndoDanglingHold). A record
+        // that is absent does not: a parallel commit writes it together with its holds. It is
+        // fenced once the hold's deadline has passed (FenceAbsentRecord), and then the hold is
+        // dangling too.
         auto it = over.find(meta->txn);
         if (it == over.end()) {
           const Key record_key{std::string(kTransactionsCollection), meta->txn};
@@ -148,14 +152,23 @@ Status Collector::Sweep() {
             fail(rg.status());
             continue;
           }
-          bool is_over = !rg->has_value();
-          if (!is_over) {
+          int holder = rg->has_value() ? kLive : kAbsent;
+          if (holder == kLive) {
             auto rec = engine::DecodeRecord((*rg)->value);
-            is_over = rec.ok() && rec->done;  // an undecodable record is the record scan's to report
+            if (rec.ok() && rec->done) holder = kOver;  // undecodable: the record scan's to report
           }
-          it = over.emplace(meta->txn, is_over).first;
+          it = over.emplace(meta->txn, holder).first;
         }
-        if (!it->second) continue;  // a live or unsettled transaction: the record scan's work
+        if (it->second == kLive) continue;  // a live or unsettled transaction: the record scan's work
+        if (it->second == kAbsent) {
+          auto f = engine::FenceAbsentRecord(env, meta->txn, doc.value, options_.name, now);
+          if (!f.ok()) {
+            fail(f.status());
+            continue;
+          }
+          if (*f != engine::AbsentRecord::kFenced) continue;  // not yet due, or it appeared
+          it->second = kOver;
+        }
         bool undid = false;  // false if the hold ended meanwhile by another hand
         Status u = engine::UndoDanglingHold(env, Key{collection, id}, meta->txn, now, &undid);
         if (u.ok()) {

@@ -544,7 +544,8 @@ void AllAtOnceProperty(AllAtOnceShares& shares) {
   if (crashed && !run.reached) ++shares.crash_before_flip;
   if (crashed && run.reached) ++shares.crash_after_flip;
   if (run.gc_crashed && run.record == RecordSeen::kCommitted) ++shares.gc_crash_finishing;
-  if (run.gc_crashed && (run.record == RecordSeen::kPending || run.record == RecordSeen::kAborted)) {
+  if (run.gc_crashed && (run.record == RecordSeen::kPending || run.record == RecordSeen::kAborted ||
+                         run.record == RecordSeen::kStaging)) {
     ++shares.gc_crash_reversing;
   }
   for (int i = 0; i < StepTally::kSteps; ++i) shares.lost[i] += run.lost[i] > 0 ? 1 : 0;

@@ -18,6 +18,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -146,12 +148,19 @@ class CommitWatch final : public litetx::ForwardingStore {
   void Landed(const litetx::Key& k, const boost::json::object& v);
   bool committed_ = false;
   bool record_created_ = false;
+  // A staging record as last written: its transaction, the documents it lists, and which of
+  // them the transaction holds now (a parallel commit is committed once it holds them all).
+  std::string staging_id_;
+  std::set<std::string> listed_;
+  std::map<std::string, std::string> holder_;  // document id -> its holder as last written
   std::uint64_t writes_ = 0;
   std::uint64_t commit_write_ = 0;
 };
 
 // What the store holds for the (single) transaction record of a test store.
-enum class RecordSeen : std::uint8_t { kNone, kPending, kAborted, kCommitted, kMany };
+// A staging record (parallel commit) reads as kCommitted when every document it lists is held by
+// it (the transaction is committed, its flip not yet written), else as kStaging.
+enum class RecordSeen : std::uint8_t { kNone, kPending, kAborted, kCommitted, kMany, kStaging };
 const char* RecordSeenName(RecordSeen r);
 RecordSeen ObserveRecord(litetx::Store& store);
 

@@ -300,6 +300,9 @@ ScenarioResult RunScenario(std::uint64_t seed, int shape, const Knobs& k) {
   litetx::Options opts = w.Opts();
   opts.lease = 10s;
   opts.rollback_timeout = 600s;  // virtual time: bounded even in a very hostile network
+  // Half the scenarios commit in parallel (staging record written with the applies), half on
+  // the classic path; the outcome retention alternates independently (seed % 2).
+  opts.parallel_commit = (seed / 2) % 2 == 0;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
 
@@ -522,6 +525,9 @@ TEST(HostileLeaseKeeper, OneSlowRenewalStarvesTheLeasesOfEveryOtherTransaction) 
   auto mem = std::make_shared<litetx::MemoryStore>();
   litetx::Options o;  // SystemClock
   o.lease = 400ms;
+  // The lease keeper renews records between a coordinator's store calls: the classic path.
+  // (The parallel commit writes its record and applies in one round: no renewal between.)
+  o.parallel_commit = false;
   o.busy_timeout = 3s;
   o.retry_backoff = {1ms, 10ms};
   {

@@ -32,6 +32,9 @@ litetx::Options RealOptions(bool renew) {
   litetx::Options o;  // SystemClock
   o.lease = kShortLease;
   o.renew_leases = renew;
+  // Renewals happen between a coordinator's store calls: the classic path. The parallel commit
+  // writes its record with its applies in one round, which its lease alone covers.
+  o.parallel_commit = false;
   o.busy_timeout = 3s;
   o.retry_backoff = {1ms, 10ms};
   return o;

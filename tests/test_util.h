@@ -490,6 +490,10 @@ struct World {
     o.busy_timeout = 50ms;
     o.lease = 120s;            // tests move the virtual clock past leases explicitly
     o.renew_leases = false;    // no background writes: write counts and races stay exact
+    // The unit tests drive the classic path step by step (record, applies, flip), which every
+    // transaction with checks and every fallback still takes; the parallel commit has its own
+    // tests (parallel_commit_test.cpp) and runs in the hostile, property, crash and stress suites.
+    o.parallel_commit = false;
     // Commit finishes before it returns: these tests look at the store right after a commit
     // and script the order of store calls. The background finisher has tests of its own
     // (finisher_test.cpp), and the crash, race and stress suites run with it on.

@@ -210,7 +210,9 @@ TEST_P(VersionGrowthTest, ReinsertOverACollectorFenceOnAPurgedIdRejectsStaleVers
     return std::nullopt;
   };
   {
-    litetx::Database dying(hook, Opts());
+    litetx::Options classic = Opts();
+    classic.parallel_commit = false;  // the record lands alone, before any apply
+    litetx::Database dying(hook, classic);
     EXPECT_THROW((void)dying.Commit(Transaction()
                                         .Insert("c", "x", Obj(R"({"n":5})"))
                                         .Insert("c", "y", Obj(R"({"n":6})"))),
@@ -252,7 +254,9 @@ TEST_P(VersionGrowthTest, RolledBackInsertOfAPurgedIdKeepsCounting) {
     if (c.is_commit_point()) return Status(Code::kUnavailable, "injected commit point failure");
     return std::nullopt;
   };
-  litetx::Database failing(hook, Opts());
+  litetx::Options classic = Opts();
+  classic.parallel_commit = false;  // a commit point that fails before the commit
+  litetx::Database failing(hook, classic);
   auto r = failing.Commit(Transaction()
                               .Insert("c", "x", Obj(R"({"n":5})"))
                               .Insert("c", "y", Obj(R"({"n":6})")));

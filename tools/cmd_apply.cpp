@@ -52,6 +52,7 @@ struct ApplyArgs {
   std::string retry_backoff;
   std::string rollback_timeout;
   int max_attempts = Options{}.max_attempts;
+  std::string commit = "parallel";  // Options::parallel_commit: "parallel" or "classic"
 };
 
 // Returns the byte offset of the first invalid UTF-8 sequence in `s`, or npos if it is valid
@@ -337,6 +338,7 @@ bool Tune(const ApplyArgs& args, Options& o) {
     d.field = *v;
   }
   o.max_attempts = args.max_attempts;
+  o.parallel_commit = args.commit == "parallel";
   return true;
 }
 
@@ -427,6 +429,11 @@ void AddApply(CLI::App& app, Context& ctx) {
   cmd->add_option("--max-attempts", args->max_attempts,
                   "Attempts at one store call before giving up")
       ->check(WholeNumberCheck(1, 1000));
+  cmd->add_option("--commit", args->commit,
+                  "parallel: write the transaction record together with the documents and "
+                  "report once both landed (default); classic: the record first, the commit "
+                  "flag after the documents")
+      ->check(CLI::IsMember({"parallel", "classic"}));
   cmd->callback([&ctx, args] { ctx.run = [&ctx, args] { return RunApply(ctx, *args); }; });
 }
 

@@ -80,6 +80,15 @@ struct Options {
   std::size_t max_nesting_depth = 64;
   // Schema version given to inserted documents that do not name one.
   std::uint32_t default_schema_version = 1;
+  // Parallel commit for transactions of two or more writes and no checks: the transaction
+  // record is written in a "staging" state in the same round as the document writes, and the
+  // transaction counts as committed once the record and every write have landed, so Commit
+  // returns after two store rounds (the reads, then the record and the writes together); the
+  // record is marked committed afterwards. A transaction whose writes do not all land at once
+  // falls back to the classic path. Off: the record is written first, and committed by a
+  // separate write after the documents (one round more on the caller's path). Same store
+  // writes either way; see docs/protocol.md §2.3.
+  bool parallel_commit = true;
   // Finish committed transactions in the background. Commit returns as soon as the commit
   // point has landed; clearing the transaction's reference from its documents and writing its
   // outcome marker happen afterwards on the Database's finisher threads, which the destructor

@@ -119,7 +119,9 @@ int main(int argc, char** argv) {
                                 : 0;
   if (cfg.accounts < 2 || threads < 1) Die(2, "bad --accounts or --threads");
 
-  litetx::Database db(store);
+  litetx::Options dbo;
+  dbo.parallel_commit = !(args.contains("--parallel") && args["--parallel"] == "off");
+  litetx::Database db(store, dbo);
   std::unique_ptr<litetx::Collector> gc;
   if (gc_older_than > 0) {
     litetx::CollectorOptions go;
