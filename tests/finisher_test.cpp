@@ -139,14 +139,14 @@ TEST_F(FinisherTest, NextTransactionOnTheSameDocumentsHelpsInsteadOfRacing) {
   auto m1 = RecordOf(*mem, t1->txn_id);
   ASSERT_TRUE(m1.has_value());
   EXPECT_TRUE(m1->done) << "t2 did not finish t1 on the spot";
-  // t1's 7 and t2's 4 up to its flip (its own finish waits in the queue): none refused or
-  // made twice.
-  EXPECT_EQ(counting->counts().writes(), 7u + 4u);
+  // t1's 7 and t2's 3 up to its acknowledgement (its staging record and two applies; its flip
+  // and finish wait in the queue): none refused or made twice.
+  EXPECT_EQ(counting->counts().writes(), 7u + 3u);
   hold = false;
   gate.Open();
   db.Flush();
-  // Then t2's finish (3) and the held job's marker (its finish batch was counted when it was
-  // sent, before the reset).
+  // Then t2's flip and finish (4) and the held job's marker (its finish batch was counted when
+  // it was sent, before the reset).
   EXPECT_EQ(counting->counts().writes(), 7u + 7u + 1u);
   ExpectClean(*mem, {"c"});
   EXPECT_EQ(ReadImage(*direct, "c", "a"), Found(V(3), Obj(R"({"n":85})")));

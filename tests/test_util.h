@@ -513,9 +513,11 @@ struct FinisherWorld : World {
   std::shared_ptr<litetx::CountingStore> counting = std::make_shared<litetx::CountingStore>(hook);
   std::unique_ptr<litetx::Database> direct = Direct();
 
+  // The default configuration: background finishing and the parallel commit.
   litetx::Options Background() const {
     litetx::Options o = Opts();
     o.finish_in_background = true;
+    o.parallel_commit = true;
     return o;
   }
   litetx::CollectorOptions Gc() const {
