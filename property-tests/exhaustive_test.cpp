@@ -159,7 +159,7 @@ void RunScenario(const Scenario& s, Code want, bool after_write, Totals& t) {
     ASSERT_TRUE(o.interfered) << where;
     ASSERT_EQ(o.commit_write, 0u) << where;
     // Record, the applies before the changed document, mark aborted, their reversals, marker
-    // (docs/protocol.md §2.5); a failed check comes after all N applies. The parallel commit
+    // (docs/protocol.md §2.6); a failed check comes after all N applies. The parallel commit
     // sends every apply with its record (the changed document's fails) and moves its record
     // from staging to pending before it looks at the failure again: one write more.
     const bool check = s.acts.back().type == ActionType::kCheck;
