@@ -25,7 +25,6 @@ using litetx::CountingStore;
 using litetx::Database;
 using litetx::Transaction;
 using litetx::TxnOutcome;
-using litetx::engine::TxnRecord;
 using litetx::engine::TxnState;
 
 // Thrown by a store hook to simulate the death of the coordinator making the call.
@@ -223,7 +222,7 @@ struct Release {
 };
 
 // ---------------------------------------------------------------------------------------------
-// 1. Round trips and writes.
+// Round trips and writes.
 
 // N = 2 and N = 4 write actions, finished inline: 5 round trips (the read batch, the record with
 // every apply in one batch, the flip, the finish batch, the marker) and 2N+3 writes. The record
@@ -318,7 +317,7 @@ TEST_F(ParallelCommitTest, BackgroundCommitReturnsWhileStagingAndAReaderProvesIt
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2. A coordinator that dies right after its batch (every document held, the record staging).
+// A coordinator that dies right after its batch (every document held, the record staging).
 
 // Before the lease the collector leaves it alone; after it, the collector proves it (every
 // document held) and finishes it: committed, and it stays so.
@@ -386,7 +385,7 @@ TEST_F(ParallelCommitTest, CrashAfterTheBatchWriterProvesItBeforeTheLease) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. A coordinator that dies after its record and some applies.
+// A coordinator that dies after its record and some applies.
 
 // The record and the apply on "a" landed; the create of "n" was lost on its way and the
 // coordinator died sending the apply on "b" (both captured, to be delivered late). Before the
@@ -461,7 +460,7 @@ TEST_F(ParallelCommitTest, CrashAfterSomeAppliesCollectorFencesAbortsAndLateAppl
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4, 5. An apply conflict: the fallback to the classic path.
+// An apply conflict: the fallback to the classic path.
 
 // Another writer changes "b" between the coordinator's read and its batch: the apply on "b"
 // fails its compare-and-swap; the coordinator moves its record staging -> pending, reads "b"
@@ -575,7 +574,7 @@ TEST_F(ParallelCommitTest, FallbackFindsTheRecordAbortedByACollector) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 6. A lost reply on the record create.
+// The record create: a lost reply, a create that never lands.
 
 // It landed: the coordinator reads it back, finds its own record and goes on: committed, with
 // one read more and no write more.
@@ -792,7 +791,7 @@ TEST_F(LostRecordLateInTheLeaseTest, CreateNeverLandingAbortsItAfterTheDeadline)
 }
 
 // ---------------------------------------------------------------------------------------------
-// 7. A lost reply on an apply.
+// A lost reply on an apply; on the flip.
 
 // It landed: the coordinator finds the document held by its transaction and commits without
 // falling back (2N+3 writes).
@@ -914,7 +913,7 @@ TEST_F(ParallelCommitTest, FlipThatCannotBeWrittenIsLeftToAResolver) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. Holds without a record.
+// Holds without a record.
 
 // The record create is lost on its way (delivered late), both applies land, and the
 // coordinator is held as it reads its record back. A writer meeting "a" before the hold's
@@ -1027,7 +1026,7 @@ TEST_F(ParallelCommitTest, RecordCreateDelayedBehindItsAppliesIsFencedByAWriter)
 }
 
 // ---------------------------------------------------------------------------------------------
-// 9. A staging record resolved while its coordinator is held before the flip.
+// A staging record resolved while its coordinator is held before the flip.
 
 // Inline: a collector past the lease proves and finishes the transaction; the coordinator's
 // flip, released, finds it committed and done, its finishing writes find nothing left to do,
@@ -1098,7 +1097,7 @@ TEST_F(ParallelCommitTest, OutcomeProvesWhileTheFinisherIsHeldBeforeItsFlip) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 10. Database::Outcome on a staging record.
+// Database::Outcome on a staging record.
 
 // Every document held: Outcome proves it, records it (staging -> committed) and says committed;
 // the collector finishes it after the lease and it stays committed.
@@ -1140,13 +1139,13 @@ TEST_F(ParallelCommitTest, OutcomeOfAStagingRecordWithADocumentNotHeldIsPending)
 }
 
 // ---------------------------------------------------------------------------------------------
-// 11. The classic path.
+// The classic path.
 
 // Options::parallel_commit = false: the record is created pending, alone, before the applies:
 // 6 round trips inline, 2N+3 writes, no staging record ever. A transaction with a check takes
 // the classic path with the parallel commit on (7 round trips: the check is read again before
 // the flip). A single write takes the one-write path (no record at all).
-TEST_F(ParallelCommitTest, ClassicPathWhenOffOrWithAChecks) {
+TEST_F(ParallelCommitTest, ClassicPathWhenOffOrWithACheck) {
   {
     litetx::Options o = Par();
     o.parallel_commit = false;
