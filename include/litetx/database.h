@@ -49,7 +49,11 @@ enum class TxnOutcome : std::uint8_t {
   kCommitted,  // committed (documents may still be being finished)
   kAborted,    // rolled back, or being rolled back
   kNotFound,   // no record: never written (e.g. a one-action commit, which needs none),
-               // or its outcome marker was purged after CollectorOptions::outcome_retention
+               // or its outcome marker was purged after CollectorOptions::outcome_retention.
+               // Not final for a parallel commit whose record write was still on its way
+               // (Commit said kUnknown): if it lands later, the transaction may still commit.
+               // Ask again after the lease, or look at its documents: one still held by the
+               // transaction means it is not over.
 };
 const char* TxnOutcomeName(TxnOutcome outcome);
 
