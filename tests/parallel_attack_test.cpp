@@ -233,12 +233,17 @@ enum class Fault {
   kApplyConflict,        // b is changed by another writer just before T's apply
   kFlipLost,             // the staging -> committed flip lands, its reply is lost
   kFinishFails,          // every finishing write of a fails (left for the collector)
+  kConflictFallbackLost,  // b changed under T, and the staging -> pending CAS's reply is lost
+  kApplyLostReadsFail,   // b's apply never lands, and every later read of b by T fails
+  kRecordLostReadsFail,  // the record lands, its reply is lost, and T cannot read it back
 };
 constexpr Fault kFaults[] = {Fault::kNone,           Fault::kRecordUnavailable,
                              Fault::kRecordLostLanded, Fault::kRecordLostNotLanded,
                              Fault::kApplyUnavailable, Fault::kApplyLostLanded,
                              Fault::kApplyLostNotLanded, Fault::kApplyConflict,
-                             Fault::kFlipLost,         Fault::kFinishFails};
+                             Fault::kFlipLost,         Fault::kFinishFails,
+                             Fault::kConflictFallbackLost, Fault::kApplyLostReadsFail,
+                             Fault::kRecordLostReadsFail};
 const char* FaultName(Fault f) {
   switch (f) {
     case Fault::kNone: return "none";
@@ -251,6 +256,9 @@ const char* FaultName(Fault f) {
     case Fault::kApplyConflict: return "apply-conflict";
     case Fault::kFlipLost: return "flip-lost";
     case Fault::kFinishFails: return "finish-fails";
+    case Fault::kConflictFallbackLost: return "conflict-fallback-lost";
+    case Fault::kApplyLostReadsFail: return "apply-lost-reads-fail";
+    case Fault::kRecordLostReadsFail: return "record-lost-reads-fail";
   }
   return "?";
 }
@@ -262,10 +270,11 @@ enum class Actor {
   kReader,            // reads a and b (read committed)
   kOutcome,           // Database::Outcome (proves a staging record)
   kWriter,            // a one-write update of a (field w)
+  kWriterB,           // the same on b
   kEveryCall,         // 1 ms lease; a collector before every call of the coordinator
 };
 constexpr Actor kActors[] = {Actor::kCollector, Actor::kPurgingCollector, Actor::kReader,
-                             Actor::kOutcome,   Actor::kWriter};
+                             Actor::kOutcome,   Actor::kWriter,           Actor::kWriterB};
 const char* ActorName(Actor a) {
   switch (a) {
     case Actor::kNone: return "none";
@@ -273,7 +282,8 @@ const char* ActorName(Actor a) {
     case Actor::kPurgingCollector: return "purging-collector";
     case Actor::kReader: return "reader";
     case Actor::kOutcome: return "outcome";
-    case Actor::kWriter: return "writer";
+    case Actor::kWriter: return "writer on a";
+    case Actor::kWriterB: return "writer on b";
     case Actor::kEveryCall: return "collector-every-call-1ms-lease";
   }
   return "?";
@@ -358,8 +368,10 @@ ScheduleRun RunSchedule(const Schedule& s) {
         rig.log.Note(rig.id, *o, "Database::Outcome");
         break;
       }
-      case Actor::kWriter: {
-        auto r = actor_db.Commit(Transaction().Update("acct", "a", Obj(R"({"w":1})")));
+      case Actor::kWriter:
+      case Actor::kWriterB: {
+        auto r = actor_db.Commit(Transaction().Update(
+            "acct", s.actor == Actor::kWriter ? "a" : "b", Obj(R"({"w":1})")));
         writer_said = r.status();
         break;
       }
@@ -392,7 +404,15 @@ ScheduleRun RunSchedule(const Schedule& s) {
       case Fault::kApplyLostNotLanded:
         if (b_write && b_writes == 1) return Status::Unknown("injected: timed out, never lands");
         break;
+      case Fault::kApplyLostReadsFail:
+        if (b_write && b_writes == 1) return Status::Unknown("injected: timed out, never lands");
+        if (c.key == kB && c.op == Op::kGet && b_writes >= 1) return Status::Unavailable("injected");
+        break;
+      case Fault::kRecordLostReadsFail:
+        if (c.op == Op::kGet && c.on_record()) return Status::Unavailable("injected");
+        break;
       case Fault::kApplyConflict:
+      case Fault::kConflictFallbackLost:
         if (b_write && b_writes == 1) {
           auto d = rig.w.Direct();
           if (s.insert_b) {
@@ -414,7 +434,13 @@ ScheduleRun RunSchedule(const Schedule& s) {
     if (!st.ok()) return std::nullopt;
     switch (s.fault) {
       case Fault::kRecordLostLanded:
+      case Fault::kRecordLostReadsFail:
         if (c.op == Op::kCreate && c.on_record() && c.nth == 1) return Status::Unknown("lost");
+        break;
+      case Fault::kConflictFallbackLost:
+        if (c.op == Op::kReplace && c.on_record() && c.record_state() == "pending" && c.nth == 1) {
+          return Status::Unknown("lost");
+        }
         break;
       case Fault::kApplyLostLanded:
         if (c.key == kB && c.is_write() && b_writes == 1) return Status::Unknown("lost");
@@ -479,7 +505,7 @@ ScheduleRun RunSchedule(const Schedule& s) {
     fail(std::string("Database::Outcome said ") + TxnOutcomeName(*outcome_said));
   }
   if (writer_said) {
-    const bool has_w = fa->doc.if_contains("w") != nullptr;
+    const bool has_w = (s.actor == Actor::kWriter ? fa : fb)->doc.if_contains("w") != nullptr;
     if (writer_said->ok() && !has_w) fail("the writer's acknowledged update of a is lost");
     if (!writer_said->ok() && writer_said->code() != Code::kUnknown && has_w) {
       fail("the writer failed (" + writer_said->ToString() + ") but its update is there");
@@ -1057,6 +1083,394 @@ TEST(ParallelAttack, LateInsertAfterItsPlaceholderWasErasedNeverShows) {
   EXPECT_TRUE(rig.Holds().empty());
   EXPECT_EQ(OutcomeOf(*direct, rig.id), TxnOutcome::kAborted);
   EXPECT_TRUE(rig.log.violations().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile data.
+
+// Leaves a and b held by T with no record: every record create fails (not applied), so the
+// coordinator can neither write its record nor fence it; it reports kUnavailable and leaves the
+// holds to their deadline.
+void LeaveHoldsWithoutRecord(Rig& rig) {
+  SeedAB(rig.w, true);
+  rig.hook->before = [&](const Call& c) -> std::optional<Status> {
+    rig.NoteId(c);
+    if (c.op == Op::kCreate && c.on_record()) return Status::Unavailable("the record's shard is down");
+    return std::nullopt;
+  };
+  Database db(rig.hook, rig.Opts());
+  auto r = db.Commit(Transfer(false));
+  EXPECT_EQ(r.code(), Code::kUnavailable) << Show(r);
+  rig.hook->before = nullptr;
+  EXPECT_EQ(MetaOf(*rig.w.mem, kA).txn, rig.id);
+  EXPECT_EQ(MetaOf(*rig.w.mem, kB).txn, rig.id);
+  EXPECT_FALSE(RecordOf(*rig.w.mem, rig.id).has_value());
+}
+
+// A record at the holder's id that is not a record: readers, writers, Outcome and the
+// collector all refuse with kCorruption and change nothing.
+TEST(ParallelAttack, GarbageStagingRecordsAreRefusedNotActedOn) {
+  const char* garbage[] = {
+      R"({"state":"staging","created":1,"gc_at":2,"actions":"garbage"})",
+      R"({"state":"staging","created":1,"gc_at":2,"actions":[{"op":"update"}]})",
+      R"({"state":"staging","created":1,"gc_at":"soon","actions":[]})",
+      R"({"state":"staged","created":1,"gc_at":2,"actions":[]})",
+      R"({"state":"staging","created":1,"gc_at":2,"fence":"yes","actions":[]})",
+      R"({"state":"staging","created":1,"gc_at":2,"actions":[{"op":"update","c":"acct","id":"a","prior":"live","pv":"x","psv":1}]})",
+  };
+  for (const char* text : garbage) {
+    SCOPED_TRACE(text);
+    Rig rig;
+    LeaveHoldsWithoutRecord(rig);
+    PutRaw(*rig.w.mem, TxnKey(rig.id), Obj(text));
+    const Dump before = DumpStore(*rig.w.mem, {"acct"});
+    rig.w.clock->Advance(kLease + 1s);
+    auto db = rig.w.Direct();
+    litetx::Options o = rig.Opts();
+    Database actor(rig.watch, o);
+    EXPECT_EQ(actor.Read("acct", "a").code(), Code::kCorruption);
+    EXPECT_EQ(actor.Outcome(rig.id).code(), Code::kCorruption);
+    auto w = actor.Commit(Transaction().Update("acct", "a", Obj(R"({"w":1})")));
+    EXPECT_EQ(w.code(), Code::kCorruption) << w.status().ToString();
+    Collector gc(rig.watch, rig.Gc("gc-garbage"));
+    EXPECT_FALSE(gc.RunOnce().ok());
+    EXPECT_GE(gc.stats().failed, 1u);
+    EXPECT_TRUE(SameDump(before, DumpStore(*rig.w.mem, {"acct"}))) << "something was written";
+  }
+}
+
+// The deadline a parallel hold carries ("_ltx.u.x"), rewritten by hand, with no record: while
+// it has not passed, writers wait (kBusy), the sweep leaves the hold, readers see the
+// pre-image; a deadline that is not a usable number counts as none: settled at once.
+TEST(ParallelAttack, HoldDeadlinesOfEveryShape) {
+  struct Case {
+    const char* name;
+    json::value x;
+    bool blocks;  // right away
+  };
+  const std::int64_t now = World().clock->NowMillis();
+  const Case cases[] = {
+      {"the coordinator's own", json::value(nullptr), true},
+      {"in the past", json::value(now - 1), false},
+      {"negative", json::value(-5), false},
+      {"zero", json::value(0), false},
+      {"a string", json::value("soon"), false},
+      {"an object", json::value(json::object{{"at", now + 1000}}), false},
+      {"a year away", json::value(now + 365LL * 86'400'000), true},
+      {"the largest int64", json::value(INT64_MAX), true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Rig rig;
+    LeaveHoldsWithoutRecord(rig);
+    json::object held = *Raw(*rig.w.mem, kA);
+    const std::int64_t own = held.at("_ltx").at("u").at("x").as_int64();
+    EXPECT_EQ(own, now + kLease.count());  // the record's first GC timestamp
+    if (!c.x.is_null()) {
+      held["_ltx"].as_object()["u"].as_object()["x"] = c.x;
+      PutRaw(*rig.w.mem, kA, held);
+    }
+    Database actor(rig.watch, rig.Opts());
+    EXPECT_EQ(AImage(*actor.Read("acct", "a")), -1);
+    {
+      Collector gc(rig.watch, rig.Gc("gc-sweep"));
+      (void)gc.RunOnce();
+    }
+    EXPECT_EQ(MetaOf(*rig.w.mem, kA).txn == rig.id, c.blocks) << "the sweep";
+    auto w = actor.Commit(Transaction().Update("acct", "a", Obj(R"({"w":1})")));
+    if (c.blocks) {
+      EXPECT_EQ(w.code(), Code::kBusy) << w.status().ToString();
+      EXPECT_EQ(MetaOf(*rig.w.mem, kA).txn, rig.id);
+    } else {
+      EXPECT_TRUE(w.ok()) << w.status().ToString();
+      auto a = actor.Read("acct", "a");
+      EXPECT_EQ(AImage(*a), -1);
+      EXPECT_TRUE(a->doc.contains("w"));
+      // Fenced: T's record can never land.
+      auto rec = RecordOf(*rig.w.mem, rig.id);
+      ASSERT_TRUE(rec.has_value());
+      EXPECT_TRUE(rec->fence && rec->state == TxnState::kAborted);
+    }
+    // A day later: a coordinator's own deadline has passed; a forged far one has not, and the
+    // document stays held (a deadline is trusted as written: nothing bounds it).
+    rig.w.clock->Advance(24h);
+    auto later = actor.Commit(Transaction().Update("acct", "a", Obj(R"({"w":2})")));
+    const bool forged_far = c.blocks && !c.x.is_null();
+    EXPECT_EQ(later.code(), forged_far ? Code::kBusy : Code::kOk) << later.status().ToString();
+    EXPECT_EQ(AImage(*actor.Read("acct", "a")), -1);
+    EXPECT_EQ(BImage(*actor.Read("acct", "b"), false), -1);
+    for (const auto& v : rig.log.violations()) ADD_FAILURE() << v;
+  }
+}
+
+// A worklist that names a document twice (edited by hand): the proof reads it twice, the
+// collector finishes or reverses it twice, idempotently.
+TEST(ParallelAttack, StagingRecordNamingADocumentTwice) {
+  for (bool b_applied : {true, false}) {
+    SCOPED_TRACE(b_applied ? "all held" : "b not applied");
+    Rig rig;
+    SeedAB(rig.w, true);
+    DieWithStagingRecord(rig, b_applied, false);
+    json::object rec = *Raw(*rig.w.mem, TxnKey(rig.id));
+    json::array& actions = rec["actions"].as_array();
+    actions.push_back(actions[0]);
+    actions.push_back(actions[1]);
+    PutRaw(*rig.w.mem, TxnKey(rig.id), rec);
+    Database actor(rig.watch, rig.Opts());
+    EXPECT_EQ(OutcomeOf(actor, rig.id), b_applied ? TxnOutcome::kCommitted : TxnOutcome::kPending);
+    rig.Settle();
+    EXPECT_EQ(AImage(*actor.Read("acct", "a")), b_applied ? 1 : -1);
+    EXPECT_EQ(BImage(*actor.Read("acct", "b"), false), b_applied ? 1 : -1);
+    EXPECT_EQ(OutcomeOf(actor, rig.id), b_applied ? TxnOutcome::kCommitted : TxnOutcome::kAborted);
+    EXPECT_TRUE(rig.Holds().empty());
+    EXPECT_TRUE(rig.log.violations().empty());
+  }
+}
+
+// Two actions on one document are refused before anything reaches the store.
+TEST(ParallelAttack, DuplicateKeysAreRefusedBeforeAnyStoreCall) {
+  Rig rig;
+  SeedAB(rig.w, true);
+  int calls = 0;
+  rig.hook->before = [&](const Call&) -> std::optional<Status> {
+    ++calls;
+    return std::nullopt;
+  };
+  Database db(rig.hook, rig.Opts());
+  const Transaction dups[] = {
+      Transaction().Adjust("acct", "a", {{"n", -30}}).Adjust("acct", "a", {{"n", 30}}),
+      Transaction().Adjust("acct", "a", {{"n", -30}}).Adjust("acct", "b", {{"n", 30}})
+          .Update("acct", "a", Obj(R"({"w":1})")),
+      Transaction().Insert("acct", "c", Obj(R"({"n":1})")).Delete("acct", "c"),
+  };
+  for (const Transaction& t : dups) {
+    EXPECT_EQ(db.Commit(t).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(calls, 0);
+}
+
+// 200 writes on the parallel path: 2N+3 writes in 5 round trips, 2 of them before Commit's
+// acknowledgement point... all in one batch each.
+TEST(ParallelAttack, TwoHundredWritesInFiveRoundTrips) {
+  World w;
+  auto counting = std::make_shared<litetx::CountingStore>(w.mem);
+  litetx::Options o = w.Opts();
+  o.parallel_commit = true;
+  Database db(counting, o);
+  constexpr int kN = 200;
+  Transaction ins, upd;
+  for (int i = 0; i < kN; ++i) {
+    ins.Insert("acct", "d" + std::to_string(i), json::object{{"n", i}});
+    upd.Adjust("acct", "d" + std::to_string(i), {{"n", 1000}});
+  }
+  for (const Transaction* t : {&ins, &upd}) {
+    counting->Reset();
+    MustCommit(db, *t);
+    auto c = counting->counts();
+    EXPECT_EQ(c.creates + c.replaces + c.erases, 2u * kN + 3);
+    EXPECT_EQ(c.round_trips, 5u);
+    std::printf("%d writes: %llu store writes, %llu round trips\n", kN,
+                static_cast<unsigned long long>(c.creates + c.replaces + c.erases),
+                static_cast<unsigned long long>(c.round_trips));
+  }
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(BodyOf(*w.mem, "acct", "d" + std::to_string(i)).at("n"), i + 1000);
+  }
+  ExpectClean(*w.mem, {"acct"});
+}
+
+// Documents right at Options::max_document_bytes: the held image carries the hold's deadline,
+// and no write may exceed the limit; one byte more is refused before anything is written.
+TEST(ParallelAttack, MaxDocumentBytesHonouredWithTheHoldDeadline) {
+  constexpr std::size_t kLimit = 512;
+  std::size_t largest_ok = 0, best_pad = 0;
+  bool refused_next = false;
+  for (std::size_t pad = 250; pad <= kLimit; ++pad) {
+    Rig rig;
+    SeedAB(rig.w, true);
+    litetx::Options o = rig.Opts();
+    o.max_document_bytes = kLimit;
+    std::size_t largest = 0;
+    int writes = 0;
+    rig.hook->before = [&](const Call& c) -> std::optional<Status> {
+      if (c.is_write()) ++writes;
+      if (c.is_write() && !c.on_record()) largest = std::max(largest, json::serialize(*c.value).size());
+      return std::nullopt;
+    };
+    Database db(rig.hook, o);
+    json::object set{{"pad", std::string(pad, 'p')}};
+    auto r = db.Commit(Transaction().Update("acct", "a", set).Update("acct", "b", set));
+    if (r.ok()) {
+      EXPECT_LE(largest, kLimit) << "pad " << pad;
+      largest_ok = largest;
+      best_pad = pad;
+      continue;
+    }
+    EXPECT_EQ(r.code(), Code::kInvalidArgument) << r.status().ToString();
+    EXPECT_EQ(writes, 0);
+    refused_next = best_pad + 1 == pad;
+    break;
+  }
+  EXPECT_TRUE(refused_next) << "no refusal right after the largest accepted pad " << best_pad;
+  EXPECT_LE(largest_ok, kLimit);
+  // The room kept for the deadline is at most 32 bytes: documents just under the limit pass.
+  EXPECT_GE(largest_ok, kLimit - 32);
+  std::printf("max_document_bytes %zu: largest write %zu bytes (pad %zu), pad %zu refused\n",
+              kLimit, largest_ok, best_pad, best_pad + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads: overlapping transfers through a store that loses replies and fails writes, beside a
+// background collector whose lease checks see live staging records (a 40 ms lease). Each
+// transfer also inserts a receipt. Checked: an acknowledged transfer's receipt reads back at
+// once; at the end (a collector that treats everything as stale) every acknowledged receipt is
+// there, no definitely failed one is, the balances are exactly the initial ones plus the
+// receipts present, nothing is held, no record is left.
+TEST(ParallelAttack, ThreadsTransferThroughALossyStoreBesideACollector) {
+  constexpr int kAccounts = 5, kThreads = 4;
+  constexpr std::int64_t kInitial = 1000;
+  const auto kRunFor = 600ms;
+  auto mem = std::make_shared<litetx::MemoryStore>();
+  litetx::Options o;  // SystemClock
+  o.logger = QuietLogger();
+  o.parallel_commit = true;
+  o.lease = 40ms;
+  o.busy_timeout = 100ms;
+  o.busy_backoff = {1ms, 5ms};
+  o.retry_backoff = {1ms, 5ms};
+  o.rollback_timeout = 2s;
+  o.finish_in_background = true;
+  {
+    Database d(mem, o);
+    for (int i = 0; i < kAccounts; ++i) {
+      MustCommit(d, Transaction().Insert("acct", std::to_string(i), json::object{{"n", kInitial}}));
+    }
+  }
+  auto lossy = std::make_shared<HookStore>(mem);
+  std::mutex rng_mu;
+  std::mt19937_64 rng(20240611);
+  auto draw = [&] {
+    std::lock_guard<std::mutex> l(rng_mu);
+    return std::uniform_real_distribution<double>(0, 1)(rng);
+  };
+  std::atomic<int> lost{0}, refused{0}, slow{0};
+  lossy->before = [&](const Call& c) -> std::optional<Status> {
+    if (c.is_write() && !c.on_record() && draw() < 0.01) {
+      // A slow shard: this write arrives past its transaction's lease, so the collector and
+      // the other threads meet a staging record that is stale while its coordinator lives.
+      slow.fetch_add(1);
+      std::this_thread::sleep_for(60ms);
+    }
+    if (c.is_write() && draw() < 0.02) {
+      refused.fetch_add(1);
+      return Status::Unavailable("injected");
+    }
+    return std::nullopt;
+  };
+  lossy->after = [&](const Call& c, const Status& st) -> std::optional<Status> {
+    if (c.is_write() && st.ok() && draw() < 0.03) {
+      lost.fetch_add(1);
+      return Status::Unknown("reply lost");
+    }
+    return std::nullopt;
+  };
+  CollectorOptions go;
+  go.engine = o;
+  go.name = "gc-beside";
+  go.interval = 2ms;
+  go.collections = {"acct", "r"};
+  Collector gc(mem, go);
+  gc.Start();
+
+  struct Tally {
+    std::vector<std::string> acked, unknown, failed;
+    std::vector<std::string> problems;
+  };
+  std::vector<Tally> tallies(kThreads);
+  {
+    Database db(lossy, o);
+    const auto deadline = std::chrono::steady_clock::now() + kRunFor;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 local(static_cast<unsigned>(t) * 7919u + 1u);
+        Tally& tally = tallies[static_cast<std::size_t>(t)];
+        for (int k = 0; k < 100000 && std::chrono::steady_clock::now() < deadline; ++k) {
+          const int from = static_cast<int>(local() % kAccounts);
+          const int to = (from + 1 + static_cast<int>(local() % (kAccounts - 1))) % kAccounts;
+          const std::int64_t x = 1 + static_cast<std::int64_t>(local() % 5);
+          const std::string id = "t" + std::to_string(t) + "-" + std::to_string(k);
+          auto r = db.Commit(Transaction()
+                                 .Adjust("acct", std::to_string(from), {{"n", -x}})
+                                 .Adjust("acct", std::to_string(to), {{"n", x}})
+                                 .Insert("r", id, json::object{{"from", from}, {"to", to}, {"x", x}}));
+          if (r.ok()) {
+            tally.acked.push_back(id);
+            auto back = db.Read("r", id);
+            if (!back.ok() || back->state != DocumentState::kFound) {
+              tally.problems.push_back("receipt " + id + " not readable right after its commit: " +
+                                       (back.ok() ? "not found" : back.status().ToString()));
+            }
+          } else if (r.code() == Code::kUnknown) {
+            tally.unknown.push_back(id);
+          } else {
+            tally.failed.push_back(id);
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }  // the finisher drains
+  gc.Stop();
+  CollectorOptions last = go;
+  last.name = "gc-last";
+  last.older_than = 1ms;  // no coordinator is alive: everything is stale
+  Collector final_gc(mem, last);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(final_gc.RunOnce().ok());
+
+  auto direct = std::make_unique<Database>(mem, o);
+  std::vector<std::int64_t> expect(kAccounts, kInitial);
+  std::size_t acked = 0, unknown = 0, failed = 0, unknown_landed = 0;
+  for (const Tally& tally : tallies) {
+    for (const auto& p : tally.problems) ADD_FAILURE() << p;
+    acked += tally.acked.size();
+    unknown += tally.unknown.size();
+    failed += tally.failed.size();
+    for (const auto& id : tally.acked) {
+      EXPECT_EQ(ReadImage(*direct, "r", id).state, DocumentState::kFound) << "acked " << id;
+    }
+    for (const auto& id : tally.failed) {
+      EXPECT_NE(ReadImage(*direct, "r", id).state, DocumentState::kFound) << "failed " << id;
+    }
+    for (const auto& id : tally.unknown) {
+      unknown_landed += ReadImage(*direct, "r", id).state == DocumentState::kFound ? 1 : 0;
+    }
+  }
+  for (const auto& [id, doc] : ScanAll(*mem, "r")) {
+    auto img = ReadImage(*direct, "r", id);
+    if (img.state != DocumentState::kFound) continue;
+    const std::int64_t x = img.doc.at("x").as_int64();
+    expect[static_cast<std::size_t>(img.doc.at("from").as_int64())] -= x;
+    expect[static_cast<std::size_t>(img.doc.at("to").as_int64())] += x;
+  }
+  std::int64_t sum = 0;
+  for (int i = 0; i < kAccounts; ++i) {
+    auto img = ReadImage(*direct, "acct", std::to_string(i));
+    const std::int64_t n = img.doc.at("n").as_int64();
+    sum += n;
+    EXPECT_EQ(n, expect[static_cast<std::size_t>(i)]) << "account " << i;
+  }
+  EXPECT_EQ(sum, kInitial * kAccounts);
+  ExpectClean(*mem, {"acct", "r"});
+  EXPECT_GT(acked, 20u);
+  const auto st = gc.stats();
+  std::printf("threads: %zu acked, %zu failed, %zu kUnknown (%zu of them landed); %d replies "
+              "lost, %d writes refused, %d slowed past the lease; background collector: "
+              "%llu finished, %llu reversed, %llu holds undone\n",
+              acked, failed, unknown, unknown_landed, lost.load(), refused.load(), slow.load(),
+              static_cast<unsigned long long>(st.finished),
+              static_cast<unsigned long long>(st.reversed),
+              static_cast<unsigned long long>(st.undone));
 }
 
 }  // namespace
