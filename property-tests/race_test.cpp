@@ -1,5 +1,6 @@
-// property-tests/race_test.cpp — races between coordinators and collectors, on real threads,
-// made deterministic by holding one party at a chosen store write while the other runs:
+// property-tests/race_test.cpp — races between coordinators, collectors, readers and writers,
+// made deterministic by holding one party at a chosen store call while the others run (on a
+// thread of its own, or inside the held call):
 //   - a coordinator held before each of its writes while a collector, past the lease, claims
 //     and reverses (or finishes) its transaction, then released: it ends aborted before the
 //     commit point (documents at their before images) and committed after;
@@ -10,6 +11,21 @@
 //     other runs to completion; and one held at each of its writes while the other crashes
 //     after each of its writes in turn, or completes;
 //   - a collector looping beside healthy coordinators, which it must never touch.
+// Each of these runs on both commit protocols: the classic one (record, applies, flip) and the
+// parallel commit (a staging record written with the applies, committed once every document
+// is held). Then the staging-record races of the parallel commit:
+//   - its coordinator paused before each of its store calls (each operation of a batch, and the
+//     re-read after a lost reply, included) past its lease while a collector resolves it;
+//   - the replies of its staging writes (record create, applies, flip) lost: landed, never
+//     landed, or held in the network and delivered before or after a resolver looked;
+//   - two resolvers (collectors, a reader proving, a writer contending) on one stale staging
+//     record, one held before each of its store calls while the other runs to completion;
+//   - a collector held mid-resolution while its live coordinator runs on and is held again
+//     before each of its later writes, then the collector, then the coordinator, finish;
+//   - holds whose record is absent (its create held in the network): a writer waits before
+//     their deadline, fences the record after it; the late record create then fails;
+//   - (disabled: fails today) a resolver paused between reading a hold and reading its record
+//     while the transaction commits and its marker is erased must not fence it as aborted.
 // Built into litetx_race_tests (no RapidCheck), which the ThreadSanitizer run also builds.
 #include <algorithm>
 #include <atomic>
@@ -22,12 +38,15 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "engine/record.h"
+#include "engine/worklist.h"
 #include "harness.h"
 
 namespace ptest {
@@ -51,6 +70,45 @@ constexpr int kRoundDivisor = 1;
 int Rounds(int n) {
   if (kRoundDivisor > 1) std::printf("(ThreadSanitizer build: 1/%d of the rounds)\n", kRoundDivisor);
   return std::max(1, n / kRoundDivisor);
+}
+
+// The commit protocol a test runs: the classic one (record, then the applies, then the flip:
+// Options::parallel_commit off) or the parallel commit (the staging record and the applies in
+// one batch; the default, which TestOptions keeps).
+enum class Mode : std::uint8_t { kClassic, kParallel };
+constexpr Mode kModes[] = {Mode::kClassic, Mode::kParallel};
+const char* ModeName(Mode m) { return m == Mode::kClassic ? "classic" : "parallel"; }
+litetx::Options ModeOptions(std::shared_ptr<litetx::Clock> clock, Mode m) {
+  litetx::Options o = TestOptions(std::move(clock));
+  o.parallel_commit = m == Mode::kParallel;
+  return o;
+}
+
+// RunOracle runs the default protocol (the parallel commit). The classic one leaves the same
+// documents but numbers its writes otherwise (its commit point is the flip, one write after the
+// last apply): in that mode the writes are counted on a run of its own, whose end state must
+// be the oracle's.
+Oracle OracleIn(const Scenario& s, Mode m) {
+  Oracle o = RunOracle(s);
+  if (m == Mode::kParallel) return o;
+  auto clock = std::make_shared<litetx::ManualClock>();
+  auto mem = std::make_shared<litetx::MemoryStore>();
+  SeedStore(*mem, s, clock);
+  auto watch = std::make_shared<CommitWatch>(mem);
+  Code code;
+  {
+    litetx::Database db(watch, ModeOptions(clock, m));
+    code = db.Commit(BuildTxn(*mem, s)).code();
+  }
+  std::string err;
+  auto after = ReadContents(*mem, s.docs.size(), &err);
+  if (code != o.code || !after || *after != o.after ||
+      RawVersions(*mem, s.docs.size()) != o.after_versions) {
+    throw std::runtime_error("the classic commit of " + s.Describe() + " ended otherwise than the oracle");
+  }
+  o.writes = watch->writes();
+  o.commit_write = watch->commit_write();
+  return o;
 }
 
 enum class Hold : std::uint8_t {
@@ -215,6 +273,178 @@ class AfterWriteStore final : public litetx::ForwardingStore {
   std::function<void()> after_;
 };
 
+// How the reply of one write is lost (StepStore::Lose).
+enum class Loss : std::uint8_t {
+  kLanded,     // the write lands; its reply is lost (the caller gets kUnknown)
+  kNotLanded,  // the request is lost: nothing lands; the caller gets kUnknown
+  kDeferred,   // the request is held in the network: the caller gets kUnknown now, and the write
+               // reaches the store when the test calls Deliver() (or never)
+};
+const char* LossName(Loss l) {
+  switch (l) {
+    case Loss::kLanded: return "landed";
+    case Loss::kNotLanded: return "not-landed";
+    case Loss::kDeferred: return "deferred";
+  }
+  return "?";
+}
+
+// One party's store calls, numbered from 1 (each Get, Scan, Create, Replace and Erase; every
+// operation of a batch is one, ForwardingStore::Batch sending them through the single calls):
+// runs a pause before one of them (inside the caller's call, on its thread: the party is paused
+// for as long as the pause runs), and loses the reply of one write. Safe for one caller at a
+// time (a Database's committing thread and then its finisher thread qualify).
+class StepStore final : public litetx::ForwardingStore {
+ public:
+  using Pick = std::function<bool(const litetx::Key&, const boost::json::object*)>;
+  explicit StepStore(std::shared_ptr<litetx::Store> target) : ForwardingStore(std::move(target)) {}
+
+  // Runs `pause` before the `n`-th call, once. With after_loss, n counts the calls made after
+  // the lost write (1: the call right after it), and nothing runs if no reply is lost.
+  void PauseBefore(std::uint64_t n, std::function<void()> pause, bool after_loss = false) {
+    pause_at_ = n;
+    pause_ = std::move(pause);
+    after_loss_ = after_loss;
+  }
+  // Loses the reply of the first write that `pick` accepts (it is asked about each write, with
+  // its value (null for an Erase), until it accepts one).
+  void Lose(Pick pick, Loss loss) {
+    pick_ = std::move(pick);
+    loss_ = loss;
+  }
+  // Sends the deferred write to the store now: its result; nullopt if none is waiting.
+  std::optional<Code> Deliver() {
+    if (!deferred_) return std::nullopt;
+    Deferred d = std::move(*deferred_);
+    deferred_.reset();
+    switch (d.op) {
+      case litetx::StoreOp::kCreate: return ForwardingStore::Create(d.key, d.value).code();
+      case litetx::StoreOp::kReplace: return ForwardingStore::Replace(d.key, d.expected, d.value).code();
+      default: return ForwardingStore::Erase(d.key, d.expected).code();
+    }
+  }
+  bool paused() const { return paused_; }
+  bool lost() const { return lost_; }
+  const litetx::Key& lost_key() const { return lost_key_; }
+  std::uint64_t calls() const { return calls_; }
+  std::uint64_t calls_at_loss() const { return calls_at_loss_; }  // the lost write's number
+  std::uint64_t pause_call() const { return pause_call_; }        // the call paused before
+
+  litetx::Result<std::optional<litetx::StoredDocument>> Get(const litetx::Key& k) override {
+    Step();
+    return ForwardingStore::Get(k);
+  }
+  litetx::Result<litetx::ScanPage> Scan(std::string_view c, std::string_view cursor,
+                                        std::size_t limit) override {
+    Step();
+    return ForwardingStore::Scan(c, cursor, limit);
+  }
+  litetx::Result<litetx::Revision> Create(const litetx::Key& k, const boost::json::object& v) override {
+    return Write(litetx::StoreOp::kCreate, k, 0, &v);
+  }
+  litetx::Result<litetx::Revision> Replace(const litetx::Key& k, litetx::Revision e,
+                                           const boost::json::object& v) override {
+    return Write(litetx::StoreOp::kReplace, k, e, &v);
+  }
+  litetx::Status Erase(const litetx::Key& k, litetx::Revision e) override {
+    auto r = Write(litetx::StoreOp::kErase, k, e, nullptr);
+    return r.ok() ? litetx::Status::Ok() : r.status();
+  }
+
+ private:
+  struct Deferred {
+    litetx::StoreOp op;
+    litetx::Key key;
+    litetx::Revision expected;
+    boost::json::object value;
+  };
+  void Step() {
+    ++calls_;
+    const std::uint64_t n = !after_loss_ ? calls_ : lost_ ? calls_ - calls_at_loss_ : 0;
+    if (paused_ || !pause_ || n != pause_at_) return;
+    paused_ = true;
+    pause_call_ = calls_;
+    pause_();
+  }
+  litetx::Result<litetx::Revision> Write(litetx::StoreOp op, const litetx::Key& k, litetx::Revision e,
+                                         const boost::json::object* v) {
+    Step();
+    const bool lose = pick_ && !lost_ && pick_(k, v);
+    if (lose) {
+      lost_ = true;
+      lost_key_ = k;
+      calls_at_loss_ = calls_;
+      if (loss_ == Loss::kNotLanded) return litetx::Status::Unknown("request lost (nothing landed)");
+      if (loss_ == Loss::kDeferred) {
+        deferred_ = Deferred{op, k, e, v != nullptr ? *v : boost::json::object{}};
+        return litetx::Status::Unknown("request held in the network");
+      }
+    }
+    litetx::Result<litetx::Revision> r = litetx::Status::Unavailable("");
+    switch (op) {
+      case litetx::StoreOp::kCreate: r = ForwardingStore::Create(k, *v); break;
+      case litetx::StoreOp::kReplace: r = ForwardingStore::Replace(k, e, *v); break;
+      default: {
+        litetx::Status st = ForwardingStore::Erase(k, e);
+        if (st.ok()) {
+          r = litetx::Revision{0};
+        } else {
+          r = st;
+        }
+      }
+    }
+    if (lose && r.ok()) return litetx::Status::Unknown("lost reply (the write landed)");
+    return r;
+  }
+
+  std::uint64_t pause_at_ = 0;
+  std::function<void()> pause_;
+  bool after_loss_ = false;
+  Pick pick_;
+  Loss loss_ = Loss::kLanded;
+  std::uint64_t calls_ = 0, calls_at_loss_ = 0, pause_call_ = 0;
+  bool paused_ = false, lost_ = false;
+  litetx::Key lost_key_;
+  std::optional<Deferred> deferred_;
+};
+
+// Picks for StepStore::Lose: the k-th write; the first write of the record (its create); the
+// first write of one document (its apply); the first record write that says committed and is
+// not a marker (the flip).
+StepStore::Pick NthWrite(std::uint64_t k) {
+  auto n = std::make_shared<std::uint64_t>(0);
+  return [n, k](const litetx::Key&, const boost::json::object*) { return ++*n == k; };
+}
+StepStore::Pick RecordWrite() {
+  return [](const litetx::Key& k, const boost::json::object*) {
+    return k.collection == litetx::kTransactionsCollection;
+  };
+}
+StepStore::Pick DocumentWrite(int doc) {
+  return [id = Id(doc)](const litetx::Key& k, const boost::json::object*) {
+    return k.collection == kColl && k.id == id;
+  };
+}
+StepStore::Pick FlipWrite() {
+  return [](const litetx::Key& k, const boost::json::object* v) {
+    if (k.collection != litetx::kTransactionsCollection || v == nullptr) return false;
+    auto r = litetx::engine::DecodeRecord(*v);
+    return r.ok() && r->state == TxnState::kCommitted && !r->done;
+  };
+}
+
+// The id of the one ActiveTransaction record of a scenario store ("" if none).
+std::string RecordId(litetx::Store& store) {
+  auto page = store.Scan(litetx::kTransactionsCollection, "", 10);
+  if (!page.ok() || page->documents.empty()) return "";
+  return page->documents[0].first;
+}
+
+// What Database::Outcome says, as a RecordSeen-like letter for messages.
+const char* OutcomeName(const litetx::Result<litetx::TxnOutcome>& o) {
+  return o.ok() ? litetx::TxnOutcomeName(*o) : "error";
+}
+
 // The one ActiveTransaction record of a scenario store, if there is one.
 std::optional<TxnRecord> TheRecord(litetx::Store& store) {
   auto page = store.Scan(litetx::kTransactionsCollection, "", 10);
@@ -236,13 +466,16 @@ std::string VersionsUp(const std::vector<std::uint64_t>& then, const std::vector
   return "";
 }
 
-// "" if the record moved forward only: once out of pending its state stays, once a marker it
-// stays one (claim finality, docs/protocol.md §6.4).
+// "" if the record moved forward only: once committed or aborted its state stays (pending and
+// staging are left, and nothing goes back to staging), once a marker it stays one (claim
+// finality, docs/protocol.md §6.4).
 std::string RecordForward(const std::optional<TxnRecord>& then, const std::optional<TxnRecord>& now,
                           const char* when) {
   if (!then) return "";
   if (!now) return std::string("record vanished ") + when;
-  if (then->state != TxnState::kPending && now->state != then->state) {
+  const bool open = then->state == TxnState::kPending || then->state == TxnState::kStaging;
+  if ((!open && now->state != then->state) ||
+      (then->state == TxnState::kPending && now->state == TxnState::kStaging)) {
     return std::string("record went from ") + litetx::engine::TxnStateName(then->state) + " to " +
            litetx::engine::TxnStateName(now->state) + " " + when;
   }
@@ -273,9 +506,10 @@ Scenario CollectorScenario(std::mt19937_64& rng) { return RandomCommit(rng, 1, 4
 // is used.
 Scenario TwoOrThreeDocumentCommit(std::mt19937_64& rng) { return RandomCommit(rng, 2, 3, Init::kAbsent); }
 
-// A store seeded with `s` whose coordinator crashed right after its `k`-th write, the clock
-// then moved past the lease. `must` is the side the collectors must settle it on, read from the
-// store (not derived from k): after if the commit point landed, before otherwise.
+// A store seeded with `s` whose coordinator (running `mode`) crashed right after its `k`-th
+// write, the clock then moved past the lease. `must` is the side the collectors must settle it
+// on, read from the store (not derived from k): after if the commit point landed (the flip; for
+// a staging record, every document it lists held), before otherwise.
 struct Crashed {
   std::shared_ptr<litetx::ManualClock> clock = std::make_shared<litetx::ManualClock>();
   std::shared_ptr<litetx::MemoryStore> mem = std::make_shared<litetx::MemoryStore>();
@@ -283,20 +517,22 @@ struct Crashed {
   std::optional<TxnRecord> record;
   std::vector<std::uint64_t> versions;
 };
-Crashed CrashCoordinator(const Scenario& s, std::uint64_t k) {
+Crashed CrashCoordinator(const Scenario& s, std::uint64_t k, Mode mode) {
   Crashed c;
   SeedStore(*c.mem, s, c.clock);
   litetx::FaultOptions f;
   f.crash_after_writes = k;
   try {
-    litetx::Database db(std::make_shared<litetx::FaultInjectingStore>(c.mem, f), TestOptions(c.clock));
+    litetx::Database db(std::make_shared<litetx::FaultInjectingStore>(c.mem, f),
+                        ModeOptions(c.clock, mode));
     (void)db.Commit(BuildTxn(*c.mem, s));
   } catch (const litetx::SimulatedCrash&) {
   }
   c.record = TheRecord(*c.mem);
   // No record after a crash at write k >= 1: the one-action fast path, whose write is its
-  // commit point.
-  c.must = !c.record ? 'a' : c.record->state == TxnState::kCommitted ? 'a' : 'b';
+  // commit point. A staging record whose documents are all held reads as committed.
+  const RecordSeen seen = ObserveRecord(*c.mem);
+  c.must = seen == RecordSeen::kNone || seen == RecordSeen::kCommitted ? 'a' : 'b';
   c.versions = RawVersions(*c.mem, s.docs.size());
   c.clock->Advance(kLease * 2);
   return c;
@@ -308,17 +544,25 @@ litetx::CollectorOptions NamedCollector(std::shared_ptr<litetx::Clock> clock, co
   return o;
 }
 
-TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
+// Classic: held before the record exists, the commit goes on; while the record is pending, the
+// collector claims and reverses it; after the flip, it finishes it. Parallel: the staging record
+// is the batch's first write, so the pauses inside the batch find it staging with some documents
+// not yet held (the collector fences one and aborts), and the pause before the flip finds every
+// document held (the collector proves the commit and finishes it). The record as the store
+// holds it at the pause (ObserveRecord: a staging record with every document held reads as
+// committed) decides which, in both modes.
+void CoordinatorPausedPastItsLease(Mode mode) {
   std::mt19937_64 rng(20261122);
-  std::printf("race seed 20261122\n");
-  int cases = 0, aborted = 0, finished_by_gc = 0, untouched = 0, refused = 0;
+  std::printf("[%s] race seed 20261122\n", ModeName(mode));
+  int cases = 0, aborted = 0, finished_by_gc = 0, untouched = 0, refused = 0, staging = 0;
   // Committing transactions of 2-3 documents with at least two writes (a record is used).
   for (int round = 0, rounds = Rounds(60); round < rounds; ++round) {
     Scenario s = TwoOrThreeDocumentCommit(rng);
-    Oracle o = RunOracle(s);
+    Oracle o = OracleIn(s, mode);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
     for (std::uint64_t p = 1; p <= o.writes; ++p) {
-      const std::string where = s.Describe() + " held before write " + std::to_string(p);
+      const std::string where =
+          std::string(ModeName(mode)) + " " + s.Describe() + " held before write " + std::to_string(p);
       auto clock = std::make_shared<litetx::ManualClock>();
       auto mem = std::make_shared<litetx::MemoryStore>();
       SeedStore(*mem, s, clock);
@@ -326,12 +570,14 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
       litetx::Transaction txn = BuildTxn(*mem, s);
       Code code = Code::kOk;
       Runner coordinator(hold, [&] {
-        litetx::Database db(hold, TestOptions(clock));
+        litetx::Database db(hold, ModeOptions(clock, mode));
         code = db.Commit(txn).code();
       });
       ASSERT_TRUE(hold->WaitHeldOrFinished()) << where;
       // Held: what the store says now decides what the collector must do.
       const std::optional<TxnRecord> at_pause = TheRecord(*mem);
+      const RecordSeen seen = ObserveRecord(*mem);
+      staging += at_pause && at_pause->state == TxnState::kStaging ? 1 : 0;
       clock->Advance(kLease * 2);
       litetx::Collector gc(mem, TestCollectorOptions(clock));
       ASSERT_TRUE(gc.RunOnce().ok()) << where;
@@ -339,15 +585,16 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
       coordinator.Join();
       ++cases;
       // Held before the record exists: nothing to collect, the commit goes on. Held while the
-      // record is pending: the collector claims and reverses it. Held after the commit flip:
-      // the collector finishes it, and the coordinator still reports OK.
+      // record is pending (or staging without every document held): the collector claims (or
+      // fences and aborts) and reverses it. Held after the commit point: the collector finishes
+      // it, and the coordinator still reports OK.
       char must;
-      if (!at_pause) {
+      if (seen == RecordSeen::kNone) {
         ++untouched;
         must = 'a';
         EXPECT_EQ(code, Code::kOk) << where;
         EXPECT_EQ(st.finished + st.reversed, 0u) << where;
-      } else if (at_pause->state == TxnState::kPending) {
+      } else if (seen == RecordSeen::kPending || seen == RecordSeen::kStaging) {
         ++aborted;
         must = 'b';
         EXPECT_EQ(code, Code::kAborted) << where;
@@ -355,13 +602,13 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
       } else {
         ++finished_by_gc;
         must = 'a';
-        EXPECT_EQ(at_pause->state, TxnState::kCommitted) << where;
+        EXPECT_EQ(seen, RecordSeen::kCommitted) << where;
         EXPECT_EQ(code, Code::kOk) << where;
         EXPECT_EQ(st.finished, 1u) << where;
       }
       // Once the collector acted, nothing the coordinator sends after its release may land:
-      // the held write meets a claimed record, a fenced, reversed or finished document, or a
-      // marker.
+      // the held write meets a claimed (or resolved) record, a fenced, reversed or finished
+      // document, or a marker.
       bool any_landed = false;
       for (const HoldingStore::Write& w : hold->writes()) any_landed |= w.code == Code::kOk;
       if (at_pause) {
@@ -376,36 +623,55 @@ TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
       EXPECT_EQ(CheckFinal(*mem, o, s.docs.size(), must), "") << where;
     }
   }
-  std::printf("paused-coordinator cases: %d (%d aborted and reversed by the collector, %d finished "
-              "by the collector and reported OK, %d held before the record existed); the held "
-              "write was refused with kConflict in %d\n",
-              cases, aborted, finished_by_gc, untouched, refused);
+  std::printf("[%s] paused-coordinator cases: %d (%d aborted and reversed by the collector, %d "
+              "finished by the collector and reported OK, %d held before the record existed; "
+              "record staging at the pause in %d); the held write was refused with kConflict in %d\n",
+              ModeName(mode), cases, aborted, finished_by_gc, untouched, staging, refused);
   EXPECT_GT(aborted, 0);
   EXPECT_GT(finished_by_gc, 0);
   EXPECT_GT(untouched, 0);
   EXPECT_EQ(refused, aborted + finished_by_gc);
+  if (mode == Mode::kParallel) {
+    EXPECT_GT(staging, 0);
+  }
+}
+
+TEST(RaceTest, CoordinatorPausedPastItsLeaseEndsAbortedOrCommittedNeverMixed) {
+  for (Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    CoordinatorPausedPastItsLease(mode);
+  }
 }
 
 // The reverse interleaving: the coordinator is held before each of its writes once its record
-// exists and is still pending; past its lease a collector starts the repair and is held in
+// exists and is not yet committed; past its lease a collector starts the repair and is held in
 // turn right after each of its own writes landed; the coordinator is released and runs to
-// its end while the collector is held; then the collector is released. The collector's first
-// write is its claim, so whatever step it is held at, the coordinator must end kAborted (it
-// may still reverse its own writes meanwhile) with every document at its before image, and
-// the record aborted.
-TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
+// its end while the collector is held; then the collector is released.
+// Classic (writes 2..flip, the record pending): the collector's first write is its claim, so
+// whatever step it is held at, the coordinator must end kAborted (it may still reverse its own
+// writes meanwhile) with every document at its before image, and the record aborted.
+// Parallel (held before each apply of the batch: the record staging, some document not held):
+// the collector's first write fences a document not held, and only its second moves the record
+// (staging -> aborted). Held after the fence alone, the released coordinator finds that apply
+// refused, moves its record staging -> pending itself (the collector's resolution then fails
+// its compare-and-swap), applies the document again and commits; held after the record moved,
+// the coordinator finds it aborted. Either way its report must match the store, and the record
+// seen while the collector is held must agree with it.
+void CollectorHeldMidRepair(Mode mode) {
   std::mt19937_64 rng(20261125);
-  std::printf("held-collector-resumed-coordinator seed 20261125\n");
-  int cases = 0;
+  std::printf("[%s] held-collector-resumed-coordinator seed 20261125\n", ModeName(mode));
+  int cases = 0, committed = 0, aborted = 0;
   for (int round = 0, rounds = Rounds(30); round < rounds; ++round) {
     Scenario s = TwoOrThreeDocumentCommit(rng);
-    Oracle o = RunOracle(s);
+    Oracle o = OracleIn(s, mode);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
-    // Write 1 creates the record; write commit_write is the flip. Held before writes 2..flip,
-    // the record is pending.
+    // Write 1 creates the record. Classic: write commit_write is the flip; held before writes
+    // 2..flip, the record is pending. Parallel: write commit_write is the last apply (every
+    // document held from then on); held before writes 2..commit_write, the record is staging.
     for (std::uint64_t p = 2; p <= o.commit_write; ++p) {
       for (std::uint64_t i = 1; i <= kMaxWrites; ++i) {
-        const std::string where = s.Describe() + " coordinator held before write " + std::to_string(p) +
+        const std::string where = std::string(ModeName(mode)) + " " + s.Describe() +
+                                  " coordinator held before write " + std::to_string(p) +
                                   ", collector held after its write " + std::to_string(i);
         auto clock = std::make_shared<litetx::ManualClock>();
         auto mem = std::make_shared<litetx::MemoryStore>();
@@ -414,12 +680,13 @@ TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
         litetx::Transaction txn = BuildTxn(*mem, s);
         Code code = Code::kOk;
         Runner coordinator(coord_hold, [&] {
-          litetx::Database db(coord_hold, TestOptions(clock));
+          litetx::Database db(coord_hold, ModeOptions(clock, mode));
           code = db.Commit(txn).code();
         });
         ASSERT_TRUE(coord_hold->WaitHeldOrFinished()) << where;
-        const std::optional<TxnRecord> at_pause = TheRecord(*mem);
-        ASSERT_TRUE(at_pause && at_pause->state == TxnState::kPending) << where;
+        const RecordSeen at_pause = ObserveRecord(*mem);
+        ASSERT_EQ(at_pause, mode == Mode::kClassic ? RecordSeen::kPending : RecordSeen::kStaging)
+            << where;
         clock->Advance(kLease * 2);
         auto gc_hold = std::make_shared<HoldingStore>(mem, i, Hold::kLanded);
         litetx::Status gc_status;
@@ -437,23 +704,43 @@ TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
         ++cases;
         // The collector is held with i of its writes landed; the coordinator runs to its end.
         coordinator.Join();
-        const std::optional<TxnRecord> mid = TheRecord(*mem);
+        const RecordSeen mid = ObserveRecord(*mem);
         collector.Join();
         EXPECT_TRUE(gc_status.ok()) << where << ": " << gc_status.ToString();
-        EXPECT_EQ(code, Code::kAborted) << where;
-        ASSERT_TRUE(mid.has_value()) << where;
-        EXPECT_EQ(mid->state, TxnState::kAborted) << where << ": the record while the collector was held";
         litetx::Collector healthy(mem, TestCollectorOptions(clock));
         ASSERT_TRUE(healthy.RunOnce().ok()) << where;
-        EXPECT_EQ(CheckFinal(*mem, o, s.docs.size(), 'b'), "") << where;
         auto record = TheRecord(*mem);
         ASSERT_TRUE(record.has_value()) << where;
-        EXPECT_EQ(record->state, TxnState::kAborted) << where;
+        if (mode == Mode::kClassic) {
+          EXPECT_EQ(code, Code::kAborted) << where;
+          EXPECT_EQ(mid, RecordSeen::kAborted) << where << ": the record while the collector was held";
+        } else {
+          ASSERT_TRUE(code == Code::kOk || code == Code::kAborted) << where << ": " << litetx::CodeName(code);
+          EXPECT_EQ(mid, code == Code::kOk ? RecordSeen::kCommitted : RecordSeen::kAborted)
+              << where << ": the record while the collector was held";
+        }
+        (code == Code::kOk ? committed : aborted) += 1;
+        EXPECT_EQ(CheckFinal(*mem, o, s.docs.size(), code == Code::kOk ? 'a' : 'b'), "") << where;
+        EXPECT_EQ(record->state, code == Code::kOk ? TxnState::kCommitted : TxnState::kAborted) << where;
       }
     }
   }
-  std::printf("held-collector-resumed-coordinator cases: %d (each must end aborted and before)\n", cases);
-  EXPECT_GT(cases, 0);
+  std::printf("[%s] held-collector-resumed-coordinator cases: %d (the coordinator committed in "
+              "%d, ended aborted and before in %d)\n",
+              ModeName(mode), cases, committed, aborted);
+  EXPECT_GT(aborted, 0);
+  if (mode == Mode::kClassic) {
+    EXPECT_EQ(committed, 0);
+  } else {
+    EXPECT_GT(committed, 0);
+  }
+}
+
+TEST(RaceTest, CollectorHeldMidRepairWhileItsCoordinatorResumes) {
+  for (Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    CollectorHeldMidRepair(mode);
+  }
 }
 
 // Every coordinator write k, in turn, lands but loses its reply; before the coordinator
@@ -589,25 +876,25 @@ TEST(RaceTest, LostReplyThenPausePastTheLeaseAtEveryWrite) {
 // clean, with no version going down at any step and the record only moving forward; at most
 // one of them counts it settled (B whenever A was held mid-repair); and once B has settled it,
 // nothing A sends after its release may land.
-TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
+void TwoCollectorsAtOnce(Mode mode) {
   std::mt19937_64 rng(777);
-  std::printf("two-collector seed 777\n");
+  std::printf("[%s] two-collector seed 777\n", ModeName(mode));
   int cases = 0, held = 0, held_mid_repair = 0, held_after_marker = 0, alone = 0;
-  int b_settled = 0, a_claim_lost = 0, a_doc_write_lost = 0, a_marker_lost = 0, a_no_write = 0;
-  int marker_reply_lost = 0;
+  int b_settled = 0, a_claim_lost = 0, a_resolve_lost = 0, a_doc_write_lost = 0, a_marker_lost = 0;
+  int a_no_write = 0, marker_reply_lost = 0;
   for (int round = 0, rounds = Rounds(24); round < rounds; ++round) {
     Scenario s = CollectorScenario(rng);
-    Oracle o = RunOracle(s);
+    Oracle o = OracleIn(s, mode);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
     for (std::uint64_t k = 1; k <= o.writes; ++k) {
-      for (Hold mode : {Hold::kBefore, Hold::kLanded, Hold::kLostReply}) {
+      for (Hold hold_at : {Hold::kBefore, Hold::kLanded, Hold::kLostReply}) {
         for (std::uint64_t i = 1;; ++i) {
           ASSERT_LE(i, kMaxWrites) << s.Describe() << ": collector A never finished";
-          const std::string where = s.Describe() + " coordinator crash after write " +
-                                    std::to_string(k) + ", A held " + HoldName(mode) +
-                                    " its write " + std::to_string(i);
-          Crashed c = CrashCoordinator(s, k);
-          auto hold = std::make_shared<HoldingStore>(c.mem, i, mode);
+          const std::string where = std::string(ModeName(mode)) + " " + s.Describe() +
+                                    " coordinator crash after write " + std::to_string(k) +
+                                    ", A held " + HoldName(hold_at) + " its write " + std::to_string(i);
+          Crashed c = CrashCoordinator(s, k, mode);
+          auto hold = std::make_shared<HoldingStore>(c.mem, i, hold_at);
           litetx::Collector a(hold, NamedCollector(c.clock, "gc-a"));
           litetx::Status sa;
           Runner ta(hold, [&] { sa = a.RunOnce(); });
@@ -673,6 +960,8 @@ TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
                 ++a_doc_write_lost;
               } else if (at_pause->state == TxnState::kPending) {
                 ++a_claim_lost;
+              } else if (at_pause->state == TxnState::kStaging) {
+                ++a_resolve_lost;
               } else {
                 ++a_marker_lost;
               }
@@ -682,9 +971,9 @@ TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
             // A's held write was its own marker, which landed: B found nothing to do. A counts it;
             // when the marker's reply was lost, A re-reads a marker it cannot tell from another
             // collector's, and today counts nothing (tallied below).
-            EXPECT_NE(mode, Hold::kBefore) << where;
+            EXPECT_NE(hold_at, Hold::kBefore) << where;
             EXPECT_EQ(by_b, 0u) << where;
-            if (mode == Hold::kLostReply) {
+            if (hold_at == Hold::kLostReply) {
               EXPECT_LE(by_a, 1u) << where;
               marker_reply_lost += by_a == 0 ? 1 : 0;
             } else {
@@ -695,31 +984,43 @@ TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
       }
     }
   }
-  std::printf("two-collector cases: %d; A held at its write in %d (mid-repair %d, after its own "
-              "marker landed %d), A alone to the end in %d\n",
-              cases, held, held_mid_repair, held_after_marker, alone);
+  std::printf("[%s] two-collector cases: %d; A held at its write in %d (mid-repair %d, after its "
+              "own marker landed %d), A alone to the end in %d\n",
+              ModeName(mode), cases, held, held_mid_repair, held_after_marker, alone);
   std::printf("  held mid-repair: B settled it in %d; A's writes after its release refused: claim "
-              "%d, document %d, marker %d; A re-read a settled record and wrote nothing in %d; "
-              "A's own marker landed with a lost reply and neither counted it: %d\n",
-              b_settled, a_claim_lost, a_doc_write_lost, a_marker_lost, a_no_write, marker_reply_lost);
+              "%d, staging resolution %d, document %d, marker %d; A re-read a settled record and "
+              "wrote nothing in %d; A's own marker landed with a lost reply and neither counted "
+              "it: %d\n",
+              b_settled, a_claim_lost, a_resolve_lost, a_doc_write_lost, a_marker_lost, a_no_write,
+              marker_reply_lost);
   EXPECT_GT(held_mid_repair, 0);
   EXPECT_EQ(b_settled, held_mid_repair);
-  EXPECT_GT(a_claim_lost, 0);
+  // Classic records are claimed (pending -> aborted); staging records resolved (-> committed or
+  // aborted), never claimed.
+  EXPECT_GT(mode == Mode::kClassic ? a_claim_lost : a_resolve_lost, 0);
+  EXPECT_EQ(mode == Mode::kClassic ? a_resolve_lost : a_claim_lost, 0);
   EXPECT_GT(a_doc_write_lost, 0);
   EXPECT_GT(a_marker_lost, 0);
   EXPECT_GT(a_no_write, 0);
 }
 
+TEST(RaceTest, TwoCollectorsAtOnceOnCrashedCoordinators) {
+  for (Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    TwoCollectorsAtOnce(mode);
+  }
+}
+
 // The other order: collector B is held at its j-th write (before it reaches the store) while
 // collector A crashes after each of its writes in turn, or completes; then B is released and
 // must take the transaction to the end by itself (no third collector runs).
-TEST(RaceTest, HeldCollectorFinishesWhatACrashedOneLeft) {
+void HeldCollectorFinishes(Mode mode) {
   std::mt19937_64 rng(778);
-  std::printf("held-collector seed 778\n");
+  std::printf("[%s] held-collector seed 778\n", ModeName(mode));
   int cases = 0, a_crashed = 0, a_completed = 0, b_settled = 0, b_found_settled = 0;
   for (int round = 0, rounds = Rounds(16); round < rounds; ++round) {
     Scenario s = CollectorScenario(rng);
-    Oracle o = RunOracle(s);
+    Oracle o = OracleIn(s, mode);
     ASSERT_EQ(o.code, Code::kOk) << s.Describe();
     for (std::uint64_t k = 1; k <= o.writes; ++k) {
       bool b_reached = true;
@@ -727,10 +1028,11 @@ TEST(RaceTest, HeldCollectorFinishesWhatACrashedOneLeft) {
         ASSERT_LE(j, kMaxWrites) << s.Describe() << ": collector B never finished";
         for (std::uint64_t m = 1;; ++m) {
           ASSERT_LE(m, kMaxWrites) << s.Describe() << ": collector A never finished";
-          const std::string where = s.Describe() + " coordinator crash after write " +
-                                    std::to_string(k) + ", B held before its write " +
-                                    std::to_string(j) + ", A crash after its write " + std::to_string(m);
-          Crashed c = CrashCoordinator(s, k);
+          const std::string where = std::string(ModeName(mode)) + " " + s.Describe() +
+                                    " coordinator crash after write " + std::to_string(k) +
+                                    ", B held before its write " + std::to_string(j) +
+                                    ", A crash after its write " + std::to_string(m);
+          Crashed c = CrashCoordinator(s, k, mode);
           auto hold = std::make_shared<HoldingStore>(c.mem, j, Hold::kBefore);
           litetx::Collector b(hold, NamedCollector(c.clock, "gc-b"));
           litetx::Status sb;
@@ -779,17 +1081,24 @@ TEST(RaceTest, HeldCollectorFinishesWhatACrashedOneLeft) {
       }
     }
   }
-  std::printf("held-collector cases: %d (A crashed in %d, completed in %d); the released B settled "
-              "it in %d, found it settled in %d\n",
-              cases, a_crashed, a_completed, b_settled, b_found_settled);
+  std::printf("[%s] held-collector cases: %d (A crashed in %d, completed in %d); the released B "
+              "settled it in %d, found it settled in %d\n",
+              ModeName(mode), cases, a_crashed, a_completed, b_settled, b_found_settled);
   EXPECT_GT(a_crashed, 0);
   EXPECT_GT(b_settled, 0);
   EXPECT_GT(b_found_settled, 0);
 }
 
+TEST(RaceTest, HeldCollectorFinishesWhatACrashedOneLeft) {
+  for (Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    HeldCollectorFinishes(mode);
+  }
+}
+
 // Counts what a collector does to the store: the writes it attempts (record erases apart from
-// the rest), and the pending records its scans return (transactions in flight that it saw and
-// had to leave alone).
+// the rest), and the pending or staging records its scans return (transactions in flight that
+// it saw and had to leave alone).
 class WatchStore final : public litetx::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
@@ -812,18 +1121,21 @@ class WatchStore final : public litetx::ForwardingStore {
     if (page.ok() && c == litetx::kTransactionsCollection) {
       for (const auto& [id, doc] : page->documents) {
         auto r = litetx::engine::DecodeRecord(doc.value);
-        if (r.ok() && !r->done && r->state == TxnState::kPending) ++pending_seen;
+        if (r.ok() && !r->done &&
+            (r->state == TxnState::kPending || r->state == TxnState::kStaging)) {
+          ++in_flight_seen;
+        }
       }
     }
     return page;
   }
-  std::atomic<std::uint64_t> writes{0}, record_erases{0}, pending_seen{0};
+  std::atomic<std::uint64_t> writes{0}, record_erases{0}, in_flight_seen{0};
 };
 
-TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
+void CollectorBesideHealthyCoordinators(Mode mode) {
   auto mem = std::make_shared<litetx::MemoryStore>();
   auto clock = litetx::SystemClock();
-  litetx::Options opts = TestOptions(clock);
+  litetx::Options opts = ModeOptions(clock, mode);
   opts.lease = std::chrono::minutes(5);
   opts.busy_timeout = std::chrono::seconds(2);
   opts.retry_backoff = {std::chrono::milliseconds{1}, std::chrono::milliseconds{10}};
@@ -851,9 +1163,10 @@ TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
       workers.emplace_back([&, w] {
         std::mt19937 rng(w);
         // 250 transfers each, then more (up to 5,000, for at most 10 s) until the collector
-        // has seen at least 20 transactions in flight.
+        // has seen at least 20 transactions in flight (pending records, or staging ones: a
+        // transfer commits in parallel).
         for (int i = 0; i < 5000; ++i) {
-          if (i >= 250 && (watch->pending_seen.load() >= 20 || std::chrono::steady_clock::now() > deadline)) {
+          if (i >= 250 && (watch->in_flight_seen.load() >= 20 || std::chrono::steady_clock::now() > deadline)) {
             break;
           }
           int from = static_cast<int>(rng() % kAccounts), to = static_cast<int>(rng() % (kAccounts - 1));
@@ -873,12 +1186,13 @@ TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
   }
   gc.Stop();
   auto stats = gc.stats();
-  std::printf("beside healthy traffic: %d committed, %d retryable, %d other; gc runs %llu (%llu "
-              "while the coordinators ran), pending records seen %llu, markers erased %llu, other "
-              "gc writes %llu, undone %llu\n",
-              ok.load(), retryable.load(), other.load(), static_cast<unsigned long long>(stats.runs),
+  std::printf("[%s] beside healthy traffic: %d committed, %d retryable, %d other; gc runs %llu "
+              "(%llu while the coordinators ran), records in flight seen %llu, markers erased "
+              "%llu, other gc writes %llu, undone %llu\n",
+              ModeName(mode), ok.load(), retryable.load(), other.load(),
+              static_cast<unsigned long long>(stats.runs),
               static_cast<unsigned long long>(runs_at_end - runs_at_start),
-              static_cast<unsigned long long>(watch->pending_seen.load()),
+              static_cast<unsigned long long>(watch->in_flight_seen.load()),
               static_cast<unsigned long long>(stats.purged),
               static_cast<unsigned long long>(watch->writes.load()),
               static_cast<unsigned long long>(stats.undone));
@@ -887,7 +1201,7 @@ TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
   // It really ran beside them and saw transactions in flight, and wrote nothing but the
   // erase of markers: no claim, no document write (every record erase was a marker purge).
   EXPECT_GT(stats.runs, 0u);
-  EXPECT_GE(watch->pending_seen.load(), 20u);
+  EXPECT_GE(watch->in_flight_seen.load(), 20u);
   EXPECT_EQ(watch->writes.load(), 0u);
   EXPECT_EQ(watch->record_erases.load(), stats.purged);
   EXPECT_EQ(stats.finished, 0u);
@@ -902,6 +1216,874 @@ TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
   EXPECT_EQ(total, 100 * kAccounts);
   EXPECT_EQ(CheckClean(*mem), "");
 }
+
+TEST(RaceTest, CollectorBesideHealthyCoordinatorsTouchesNothing) {
+  for (Mode mode : kModes) {
+    SCOPED_TRACE(ModeName(mode));
+    CollectorBesideHealthyCoordinators(mode);
+  }
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Staging-record races (the parallel commit).
+
+// "" if every scenario document reads as the side `must` names ('a' after, 'b' before: content
+// only), nothing is left held or unsettled, and no version went down. For runs where another
+// writer rewrote a document with its content unchanged (an adjust by 0), so that the versions
+// CheckFinal compares on the after side have moved on.
+std::string CheckSide(litetx::Store& store, const Oracle& o, std::size_t n, char must) {
+  std::string err;
+  auto final = ReadContents(store, n, &err);
+  if (!final) return "read failed: " + err;
+  const Contents& want = must == 'a' ? o.after : o.before;
+  if (*final != want) {
+    return std::string("expected the ") + (must == 'a' ? "after" : "before") + " state " +
+           Show(want) + ", got " + Show(*final);
+  }
+  if (std::string v = VersionsUp(o.before_versions, RawVersions(store, n), "overall"); !v.empty()) {
+    return v;
+  }
+  if (std::string dirty = CheckClean(store); !dirty.empty()) return "not clean: " + dirty;
+  return "";
+}
+
+// When a write held in the network (Loss::kDeferred) reaches the store.
+enum class Deliver : std::uint8_t {
+  kBeforeResolver,  // in the pause, before the collector runs
+  kAfterResolver,   // in the pause, once the collector has run
+  kAfterCommit,     // once the coordinator (and its finisher) returned
+  kNever,
+};
+const char* DeliverName(Deliver d) {
+  switch (d) {
+    case Deliver::kBeforeResolver: return "before the resolver";
+    case Deliver::kAfterResolver: return "after the resolver";
+    case Deliver::kAfterCommit: return "after the commit returned";
+    case Deliver::kNever: return "never";
+  }
+  return "?";
+}
+
+// One run of a parallel commit paused past its lease while a collector resolves it.
+struct StagingPause {
+  std::function<StepStore::Pick()> pick;  // makes the pick of the write whose reply is lost (none if empty)
+  Loss loss = Loss::kLanded;
+  std::uint64_t pause_at = 0;  // the coordinator's store call before which it pauses
+  bool after_loss = false;     // pause_at counts the calls after the lost write
+  Deliver deliver = Deliver::kNever;
+};
+
+struct StagingRun {
+  bool paused = false;  // the pause point was reached (else nothing was checked)
+  bool lost = false;    // a reply was lost
+  bool right_after_loss = false;  // paused at the call right after the lost write (its re-read)
+  Code code = Code::kOk;
+  RecordSeen at_pause = RecordSeen::kNone;  // the record as the collector in the pause left it
+  bool resolver_settled = false;  // ...which had settled it (committed or aborted: a marker or fence)
+  std::optional<Code> delivered;            // the deferred write's result, if it was delivered
+  litetx::TxnOutcome last = litetx::TxnOutcome::kNotFound;  // Outcome at the end
+  char side = 0;                            // the side the store ended on
+  std::string failure;                      // "" if every check held
+};
+
+// Commits `s` (parallel) through a StepStore: the coordinator pauses before its call
+// c.pause_at for twice its lease while a collector runs to completion on the store (and the
+// deferred write, if any, is delivered as c.deliver says); then it resumes. Checks: the
+// collector succeeded; Database::Outcome (asked in the pause, right after the commit, and after
+// a healthy collector at the end), once committed or aborted, never changes; what Commit
+// reported matches the end (OK: committed and after; an error other than kUnknown: not
+// committed and before; kUnknown: as Outcome says); a deferred write delivered after the
+// resolver settled the transaction never lands; and the store ends entirely on that side
+// (CheckFinal). A deferred write may land otherwise: a record create delivered when the
+// resolver found nothing yet to settle (no hold had landed), which the coordinator then adopts;
+// or delivered after a coordinator that could not tell (kUnknown) returned.
+StagingRun RunStagingPause(const Scenario& s, const Oracle& o, const StagingPause& c) {
+  StagingRun run;
+  auto clock = std::make_shared<litetx::ManualClock>();
+  auto mem = std::make_shared<litetx::MemoryStore>();
+  SeedStore(*mem, s, clock);
+  auto step = std::make_shared<StepStore>(mem);
+  if (c.pick) step->Lose(c.pick(), c.loss);
+  litetx::Database reader(mem, TestOptions(clock));
+  litetx::Status gc_status;
+  std::optional<litetx::Result<litetx::TxnOutcome>> during;
+  std::uint64_t lost_at_pause = 0;  // calls made up to the lost write, as seen in the pause
+  step->PauseBefore(
+      c.pause_at,
+      [&] {
+        lost_at_pause = step->lost() ? step->calls_at_loss() : 0;
+        clock->Advance(kLease * 2);
+        if (c.deliver == Deliver::kBeforeResolver) run.delivered = step->Deliver();
+        litetx::Collector gc(mem, TestCollectorOptions(clock));
+        gc_status = gc.RunOnce();
+        const std::optional<TxnRecord> left = TheRecord(*mem);
+        run.resolver_settled = left.has_value() && left->done;
+        if (c.deliver == Deliver::kAfterResolver) run.delivered = step->Deliver();
+        run.at_pause = ObserveRecord(*mem);
+        if (std::string id = RecordId(*mem); !id.empty()) during = reader.Outcome(id);
+      },
+      c.after_loss);
+  litetx::Result<litetx::CommitInfo> r = litetx::Status::Unknown("not run");
+  {
+    litetx::Database db(step, TestOptions(clock));
+    r = db.Commit(BuildTxn(*mem, s));
+  }  // the destructor waits for the finisher (the flip, the finishing, the marker)
+  run.paused = step->paused();
+  run.lost = step->lost();
+  run.code = r.code();
+  run.right_after_loss = run.lost && lost_at_pause != 0 && step->pause_call() == lost_at_pause + 1;
+  if (!run.paused) return run;
+  auto fail = [&](const std::string& why) {
+    run.failure = why;
+    return run;
+  };
+  if (!gc_status.ok()) return fail("the collector in the pause failed: " + gc_status.ToString());
+  if (c.deliver == Deliver::kAfterCommit) run.delivered = step->Deliver();
+  const std::string id = r.ok() ? r->txn_id : r.status().txn_id();
+  auto first = reader.Outcome(id);
+  clock->Advance(kLease * 4);
+  litetx::Collector healthy(mem, TestCollectorOptions(clock));
+  if (litetx::Status st = healthy.RunOnce(); !st.ok()) {
+    return fail("the healthy collector failed: " + st.ToString());
+  }
+  auto last = reader.Outcome(id);
+  const std::string outcomes = std::string("reported ") + std::string(litetx::CodeName(r.code())) +
+                               "; Outcome in the pause " + (during ? OutcomeName(*during) : "-") +
+                               ", after the commit " + OutcomeName(first) + ", at the end " +
+                               OutcomeName(last);
+  if (!first.ok() || !last.ok() || (during && !during->ok())) return fail("Outcome failed: " + outcomes);
+  run.last = *last;
+  auto settled = [](litetx::TxnOutcome x) {
+    return x == litetx::TxnOutcome::kCommitted || x == litetx::TxnOutcome::kAborted;
+  };
+  if (during && settled(**during) && (*first != **during || *last != **during)) {
+    return fail("the outcome changed after it was reported: " + outcomes);
+  }
+  if (settled(*first) && *last != *first) return fail("the outcome changed: " + outcomes);
+  if (*last == litetx::TxnOutcome::kPending) return fail("left pending: " + outcomes);
+  if (r.ok()) {
+    if (*last != litetx::TxnOutcome::kCommitted) return fail("reported OK, not committed: " + outcomes);
+    run.side = 'a';
+  } else if (r.code() != Code::kUnknown) {
+    if (*last == litetx::TxnOutcome::kCommitted) return fail("reported failed, committed: " + outcomes);
+    run.side = 'b';
+  } else {
+    run.side = *last == litetx::TxnOutcome::kCommitted ? 'a' : 'b';
+  }
+  if (run.delivered == Code::kOk && c.deliver == Deliver::kAfterResolver && run.resolver_settled) {
+    return fail("the write held in the network landed once the resolver had settled the "
+                "transaction (" + outcomes + ")");
+  }
+  if (std::string f = CheckFinal(*mem, o, s.docs.size(), run.side); !f.empty()) {
+    return fail(f + " (" + outcomes + ")");
+  }
+  return run;
+}
+
+// The most store calls a coordinator makes here (the loops over pause points stop there at the
+// latest, and fail).
+constexpr std::uint64_t kMaxCalls = 200;
+
+// Tallies of staging runs, printed by the tests.
+struct StagingTally {
+  int cases = 0, right_after_loss = 0;
+  std::map<std::string, int> at_pause, reported, delivered;
+  void Add(const StagingRun& r, const std::string& delivery = "") {
+    ++cases;
+    right_after_loss += r.right_after_loss ? 1 : 0;
+    ++at_pause[RecordSeenName(r.at_pause)];
+    const std::string code = r.code == Code::kOk ? "ok" : std::string(litetx::CodeName(r.code));
+    ++reported[code + (r.side == 'a' ? "/after" : "/before")];
+    if (!delivery.empty()) {
+      ++delivered[delivery + ": " + (!r.delivered ? "not sent"
+                                     : *r.delivered == Code::kOk ? "landed"
+                                                                 : std::string(litetx::CodeName(*r.delivered)))];
+    }
+  }
+  void Print(const char* indent) const {
+    std::printf("%srecord as the collector left it in the pause:", indent);
+    for (const auto& [k, v] : at_pause) std::printf(" %s %d", k.c_str(), v);
+    std::printf("\n%sreported/end state:", indent);
+    for (const auto& [k, v] : reported) std::printf(" %s %d", k.c_str(), v);
+    std::printf("\n");
+    for (const auto& [k, v] : delivered) std::printf("%sheld write delivered %s %d\n", indent, k.c_str(), v);
+  }
+};
+
+// The coordinator of a parallel commit paused before each of its store calls in turn (the reads,
+// each operation of the staging batch, each re-read, the flip, the finishing, the marker) for
+// twice its lease while a collector runs: with no reply lost, and with the reply of each of its
+// writes in turn lost (landed, or not landed), so that the pauses include the one between the
+// lost reply and the coordinator's re-read.
+TEST(RaceTest, StagingCoordinatorPausedAtEveryCallWhileACollectorResolves) {
+  std::mt19937_64 rng(20261126);
+  std::printf("staging pause seed 20261126\n");
+  StagingTally none, landed, not_landed, loss_not_reached;
+  int scenarios = 0;
+  for (int round = 0, rounds = Rounds(12); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    ++scenarios;
+    for (std::uint64_t w = 0; w <= o.writes; ++w) {
+      for (Loss loss : {Loss::kLanded, Loss::kNotLanded}) {
+        if (w == 0 && loss == Loss::kNotLanded) continue;  // w == 0: no reply lost
+        StagingTally& tally = w == 0 ? none : loss == Loss::kLanded ? landed : not_landed;
+        for (std::uint64_t p = 1;; ++p) {
+          ASSERT_LE(p, kMaxCalls) << s.Describe() << ": the coordinator never finished";
+          const std::string where = s.Describe() + " reply of write " + std::to_string(w) + " " +
+                                    LossName(loss) + ", paused before call " + std::to_string(p);
+          StagingPause c;
+          if (w > 0) c.pick = [w] { return NthWrite(w); };
+          c.loss = loss;
+          c.pause_at = p;
+          StagingRun run = RunStagingPause(s, o, c);
+          if (!run.paused) break;  // every call has been paused before
+          ASSERT_EQ(run.failure, "") << where;
+          // The pause may change the coordinator's path so that it never makes write w.
+          (w > 0 && !run.lost ? loss_not_reached : tally).Add(run);
+        }
+      }
+    }
+  }
+  std::printf("staging pause: %d scenarios; pause points: %d with no reply lost, %d with a reply "
+              "lost that landed (%d of them right after the lost write, before the re-read), %d "
+              "with a request lost (%d right after it), %d where the pause came first and the "
+              "coordinator never made the write whose reply was to be lost\n",
+              scenarios, none.cases, landed.cases, landed.right_after_loss, not_landed.cases,
+              not_landed.right_after_loss, loss_not_reached.cases);
+  std::printf("  no reply lost:\n");
+  none.Print("    ");
+  std::printf("  reply lost (landed):\n");
+  landed.Print("    ");
+  std::printf("  request lost (not landed):\n");
+  not_landed.Print("    ");
+  // Both ends are reached, and the pauses fall on a staging record both with every document held
+  // (the collector proves the commit) and without (it fences and aborts).
+  EXPECT_GT(none.reported["ok/after"], 0);
+  EXPECT_GT(none.reported["aborted/before"], 0);
+  EXPECT_GT(landed.right_after_loss, 0);
+  EXPECT_GT(not_landed.right_after_loss, 0);
+  EXPECT_GT(landed.reported["ok/after"] + landed.reported["unknown/after"], 0);
+  EXPECT_GT(not_landed.reported["aborted/before"], 0);
+}
+
+// The replies of the staging writes lost: the record's create, each apply, the flip; each write
+// landed with its reply lost, never landed, or held in the network and delivered before the
+// resolver looks, after it, after the commit returned, or never. The coordinator then pauses
+// for twice its lease before each of its later store calls in turn (the first: its re-read of
+// the lost write) while a collector resolves the transaction.
+TEST(RaceTest, LostStagingWritesWithAResolverInBetween) {
+  std::mt19937_64 rng(20261127);
+  std::printf("lost staging writes seed 20261127\n");
+  std::map<std::string, StagingTally> by_write;
+  for (int round = 0, rounds = Rounds(8); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    std::vector<std::pair<std::string, std::function<StepStore::Pick()>>> targets;
+    targets.emplace_back("record create", [] { return RecordWrite(); });
+    for (int d = 0; d < static_cast<int>(s.docs.size()); ++d) {
+      targets.emplace_back("apply", [d] { return DocumentWrite(d); });
+    }
+    targets.emplace_back("flip", [] { return FlipWrite(); });
+    struct Fate {
+      Loss loss;
+      Deliver deliver;
+    };
+    const Fate fates[] = {{Loss::kLanded, Deliver::kNever},
+                          {Loss::kNotLanded, Deliver::kNever},
+                          {Loss::kDeferred, Deliver::kBeforeResolver},
+                          {Loss::kDeferred, Deliver::kAfterResolver},
+                          {Loss::kDeferred, Deliver::kAfterCommit},
+                          {Loss::kDeferred, Deliver::kNever}};
+    for (const auto& [name, pick] : targets) {
+      for (const Fate& fate : fates) {
+        for (std::uint64_t n = 1;; ++n) {
+          ASSERT_LE(n, kMaxCalls) << s.Describe() << ": the coordinator never finished";
+          const std::string where = s.Describe() + " " + name + " " + LossName(fate.loss) +
+                                    " (delivered " + DeliverName(fate.deliver) +
+                                    "), paused before call " + std::to_string(n) + " after it";
+          StagingPause c;
+          c.pick = pick;
+          c.loss = fate.loss;
+          c.pause_at = n;
+          c.after_loss = true;
+          c.deliver = fate.deliver;
+          StagingRun run = RunStagingPause(s, o, c);
+          ASSERT_TRUE(run.lost) << where << ": the write was never sent";
+          if (!run.paused) break;
+          ASSERT_EQ(run.failure, "") << where;
+          by_write[name].Add(run, fate.loss == Loss::kDeferred ? DeliverName(fate.deliver) : "");
+        }
+      }
+    }
+  }
+  int total = 0;
+  for (const auto& [name, tally] : by_write) total += tally.cases;
+  std::printf("lost staging writes: %d cases (reply lost, then the resolver at each later call)\n", total);
+  for (const auto& [name, tally] : by_write) {
+    std::printf("  %s: %d cases\n", name.c_str(), tally.cases);
+    tally.Print("    ");
+  }
+  // A held apply delivered after the resolver looked is refused (fenced), and the held record
+  // create both let the commit through (delivered before the resolver) and was refused (after
+  // it).
+  StagingTally& apply = by_write["apply"];
+  StagingTally& record = by_write["record create"];
+  EXPECT_GT(apply.delivered["after the resolver: conflict"], 0);
+  EXPECT_EQ(apply.delivered["after the resolver: landed"], 0);
+  EXPECT_GT(record.delivered["after the resolver: conflict"], 0);
+  EXPECT_GT(record.delivered["before the resolver: landed"], 0);
+  EXPECT_GT(by_write["flip"].reported["ok/after"], 0);
+}
+
+
+// A resolver of a stale staging record, for TwoResolversOnAStaleStagingRecord.
+enum class Party : std::uint8_t {
+  kCollector,  // one Collector::RunOnce
+  kReader,     // a read-committed read of one document (proves the commit if every one is held)
+  kWriter,     // a one-action transaction adjusting one document by 0: it contends for it (the
+               // stale record is settled on the spot) and leaves its content as it was
+};
+constexpr Party kParties[] = {Party::kCollector, Party::kReader, Party::kWriter};
+const char* PartyName(Party p) {
+  switch (p) {
+    case Party::kCollector: return "collector";
+    case Party::kReader: return "reader";
+    case Party::kWriter: return "writer";
+  }
+  return "?";
+}
+
+struct PartyRun {
+  litetx::Status status;
+  std::optional<Content> read;  // the reader's result
+};
+
+PartyRun RunParty(Party p, std::shared_ptr<litetx::Store> store, std::shared_ptr<litetx::Clock> clock,
+                  const char* name, int doc) {
+  PartyRun out;
+  switch (p) {
+    case Party::kCollector: {
+      litetx::Collector gc(std::move(store), NamedCollector(std::move(clock), name));
+      out.status = gc.RunOnce();
+      break;
+    }
+    case Party::kReader: {
+      litetx::Database db(std::move(store), TestOptions(std::move(clock)));
+      auto r = db.Read(kColl, Id(doc));
+      out.status = r.status();
+      if (r.ok()) out.read = Content{r->state, r->schema_version, r->doc};
+      break;
+    }
+    case Party::kWriter: {
+      litetx::Database db(std::move(store), TestOptions(std::move(clock)));
+      out.status = db.Commit(litetx::Transaction().Adjust(kColl, Id(doc), {{"n", 0}})).status();
+      break;
+    }
+  }
+  return out;
+}
+
+// "" if `run` is what party `p` may end with on document `doc` of a transaction that must end on
+// side `must`: the collector succeeds; the reader reads the document as that side has it; the
+// writer succeeds or finds the document absent or deleted (on that side).
+std::string PartyOk(Party p, const PartyRun& run, const Oracle& o, int doc, char must) {
+  const Content& want = (must == 'a' ? o.after : o.before)[static_cast<std::size_t>(doc)];
+  switch (p) {
+    case Party::kCollector:
+      return run.status.ok() ? "" : "collector: " + run.status.ToString();
+    case Party::kReader:
+      if (!run.read) return "reader: " + run.status.ToString();
+      if (*run.read != want) {
+        return std::string("reader read ") + Show({*run.read}) + ", the " +
+               (must == 'a' ? "after" : "before") + " side has " + Show({want});
+      }
+      return "";
+    case Party::kWriter: {
+      const Code expected = want.state == litetx::DocumentState::kFound     ? Code::kOk
+                            : want.state == litetx::DocumentState::kDeleted ? Code::kDeleted
+                                                                            : Code::kNotFound;
+      return run.status.code() == expected ? "" : "writer: " + run.status.ToString();
+    }
+  }
+  return "?";
+}
+
+// Two resolvers on one stale staging record left by a parallel commit whose coordinator crashed
+// inside its batch (after the record alone, after some applies, after every apply: committed):
+// resolver A (a collector, a reader proving, or a writer contending) paused before each of its
+// store calls in turn while resolver B (any of the three) runs to completion; then A resumes,
+// then a healthy collector runs. Each must end as it may on the side the crash decided (see
+// PartyOk); the record, observed before the pause, after B and after A, must only move from
+// staging to that side's outcome and stay there; no version goes down; the store ends on that
+// side; Database::Outcome says it.
+TEST(RaceTest, TwoResolversOnAStaleStagingRecord) {
+  std::mt19937_64 rng(20261128);
+  std::printf("two-resolver seed 20261128\n");
+  std::map<std::string, int> pair_cases;
+  int cases = 0, committed = 0, aborted = 0;
+  // Who first moved the record off staging, by the side it ended on: [0] before A's pause (A
+  // itself), [1] B, [2] A after its pause.
+  int proved_by[3] = {0, 0, 0}, aborted_by[3] = {0, 0, 0};
+  for (int round = 0, rounds = Rounds(6); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    const int n = static_cast<int>(s.docs.size());
+    // Writes 1..n+1 are the staging batch: the record, then the applies.
+    for (std::uint64_t k = 1; k <= static_cast<std::uint64_t>(n) + 1; ++k) {
+      for (Party pa : kParties) {
+        for (Party pb : kParties) {
+          for (std::uint64_t p = 1;; ++p) {
+            ASSERT_LE(p, kMaxCalls) << s.Describe() << ": resolver A never finished";
+            const int doc = static_cast<int>((k + p) % static_cast<std::uint64_t>(n));
+            const std::string where = s.Describe() + " coordinator crash after write " +
+                                      std::to_string(k) + "; A " + PartyName(pa) +
+                                      " paused before call " + std::to_string(p) + ", B " +
+                                      PartyName(pb) + "; on " + Id(doc);
+            Crashed c = CrashCoordinator(s, k, Mode::kParallel);
+            ASSERT_TRUE(c.record && c.record->state == TxnState::kStaging) << where;
+            const std::string id = RecordId(*c.mem);
+            const RecordSeen side_seen = c.must == 'a' ? RecordSeen::kCommitted : RecordSeen::kAborted;
+            std::vector<RecordSeen> seen{ObserveRecord(*c.mem)};
+            std::vector<std::vector<std::uint64_t>> versions{c.versions};
+            std::vector<bool> staging{true};  // the record's own state is still staging
+            auto observe = [&] {
+              seen.push_back(ObserveRecord(*c.mem));
+              versions.push_back(RawVersions(*c.mem, s.docs.size()));
+              auto rec = TheRecord(*c.mem);
+              staging.push_back(rec && rec->state == TxnState::kStaging);
+            };
+            PartyRun b;
+            auto step = std::make_shared<StepStore>(c.mem);
+            step->PauseBefore(p, [&] {
+              observe();
+              b = RunParty(pb, c.mem, c.clock, "gc-b", doc);
+              observe();
+            });
+            PartyRun a = RunParty(pa, step, c.clock, "gc-a", doc);
+            if (!step->paused()) break;  // A made fewer than p calls: every one was paused before
+            observe();
+            ++cases;
+            ++pair_cases[std::string(PartyName(pa)) + "/" + PartyName(pb)];
+            EXPECT_EQ(PartyOk(pa, a, o, doc, c.must), "") << where << " (A)";
+            EXPECT_EQ(PartyOk(pb, b, o, doc, c.must), "") << where << " (B)";
+            // seen: at the crash, at the pause, after B, after A.
+            for (std::size_t i = 0; i < seen.size(); ++i) {
+              EXPECT_TRUE(seen[i] == side_seen || (c.must == 'b' && seen[i] == RecordSeen::kStaging))
+                  << where << ": record " << RecordSeenName(seen[i]) << " at observation " << i;
+              if (i > 0) {
+                EXPECT_FALSE(seen[i - 1] == side_seen && seen[i] != side_seen)
+                    << where << ": the record went back from " << RecordSeenName(seen[i - 1]);
+                EXPECT_EQ(VersionsUp(versions[i - 1], versions[i], "in the race"), "") << where;
+              }
+            }
+            // A collector resolves every stale staging record; a proof (every document held) is
+            // made by whoever meets a hold. A reader never fences, and a writer contends only for
+            // a document the transaction holds: without a collector an uncommitted record may
+            // stay staging (the healthy collector below settles it).
+            if (pa == Party::kCollector || pb == Party::kCollector || c.must == 'a') {
+              EXPECT_FALSE(staging[3]) << where << ": A and B both done, the record still staging";
+            }
+            for (int i = 0; i < 3; ++i) {
+              if (staging[static_cast<std::size_t>(i)] && !staging[static_cast<std::size_t>(i) + 1]) {
+                ++(c.must == 'a' ? proved_by : aborted_by)[i];
+              }
+            }
+            litetx::Collector healthy(c.mem, TestCollectorOptions(c.clock));
+            ASSERT_TRUE(healthy.RunOnce().ok()) << where;
+            const bool wrote = pa == Party::kWriter || pb == Party::kWriter;
+            EXPECT_EQ(wrote ? CheckSide(*c.mem, o, s.docs.size(), c.must)
+                            : CheckFinal(*c.mem, o, s.docs.size(), c.must),
+                      "")
+                << where;
+            litetx::Database reader(c.mem, TestOptions(c.clock));
+            auto outcome = reader.Outcome(id);
+            ASSERT_TRUE(outcome.ok()) << where;
+            EXPECT_EQ(*outcome, c.must == 'a' ? litetx::TxnOutcome::kCommitted : litetx::TxnOutcome::kAborted)
+                << where;
+            (c.must == 'a' ? committed : aborted) += 1;
+          }
+        }
+      }
+    }
+  }
+  std::printf("two resolvers on a stale staging record: %d cases (%d committed: every document "
+              "held; %d aborted)\n",
+              cases, committed, aborted);
+  std::printf("  A paused/B running:");
+  for (const auto& [k, v] : pair_cases) std::printf(" %s %d", k.c_str(), v);
+  std::printf("\n  record moved off staging to committed (proved) by A before its pause %d, by B "
+              "%d, by A after its pause %d; to aborted (fenced) by A before its pause %d, by B %d, "
+              "by A after its pause %d\n",
+              proved_by[0], proved_by[1], proved_by[2], aborted_by[0], aborted_by[1], aborted_by[2]);
+  EXPECT_GT(committed, 0);
+  EXPECT_GT(aborted, 0);
+  // Every document held: B, running to completion, always completes the proof if A has not.
+  EXPECT_GT(proved_by[0], 0);
+  EXPECT_GT(proved_by[1], 0);
+  EXPECT_EQ(proved_by[2], 0);
+  for (int i = 0; i < 3; ++i) EXPECT_GT(aborted_by[i], 0) << i;
+}
+
+// A parallel commit whose record create is held in the network while every apply of its batch
+// lands: holds with no record, each carrying its deadline (the record's gc_at). The coordinator
+// is paused before its re-read of the record. Before the deadline a writer meeting a hold waits
+// (kBusy: busy_timeout 0 on a ManualClock), a reader reads the before image from the hold's undo
+// data, and a collector's sweep leaves the holds alone. Then:
+//   - the record create is delivered before the deadline: a writer meeting a hold proves the
+//     commit (a collector finds the record not stale); the coordinator reports OK;
+//   - or, past the deadline, the writer (or a collector's sweep) fences the record (an aborted
+//     outcome marker with "fence") and undoes the hold, and the record create, delivered then or
+//     once the coordinator resumed, fails; the coordinator reports kAborted, and the fence is
+//     kept by a collector that purges every other marker.
+TEST(RaceTest, HoldWithoutItsRecordWaitsThenIsFenced) {
+  std::mt19937_64 rng(20261129);
+  std::printf("absent-record seed 20261129\n");
+  enum class When : std::uint8_t { kBeforeDeadline, kAfterFence, kAfterResume };
+  const char* when_names[] = {"delivered before the deadline", "delivered after the fence",
+                              "delivered after the coordinator resumed"};
+  int cases = 0, busy = 0, pre_image = 0, sweep_waited = 0, proved = 0, fenced = 0, refused = 0;
+  int fence_kept = 0;
+  for (int round = 0, rounds = Rounds(10); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    const int n = static_cast<int>(s.docs.size());
+    for (bool by_writer : {true, false}) {
+      for (int j = 0; j < n; ++j) {
+        for (When when : {When::kBeforeDeadline, When::kAfterFence, When::kAfterResume}) {
+          const std::string where = s.Describe() + " record create held, " +
+                                    when_names[static_cast<int>(when)] + "; " +
+                                    (by_writer ? "a writer" : "a collector") + " on " + Id(j);
+          auto clock = std::make_shared<litetx::ManualClock>();
+          auto mem = std::make_shared<litetx::MemoryStore>();
+          SeedStore(*mem, s, clock);
+          auto step = std::make_shared<StepStore>(mem);
+          step->Lose(RecordWrite(), Loss::kDeferred);
+          litetx::Database other(mem, TestOptions(clock));
+          const litetx::Transaction adjust = litetx::Transaction().Adjust(kColl, Id(j), {{"n", 0}});
+          std::optional<Code> delivered;
+          bool hook_ran = false;
+          // The calls after the record create: the n applies, then the record's re-read.
+          step->PauseBefore(
+              static_cast<std::uint64_t>(n) + 1,
+              [&] {
+                hook_ran = true;
+                ASSERT_EQ(RecordId(*mem), "") << where;
+                auto held = mem->Get(litetx::Key{kColl, Id(j)});
+                ASSERT_TRUE(held.ok() && held->has_value()) << where;
+                const std::int64_t deadline = litetx::engine::HoldDeadline((*held)->value);
+                ASSERT_GT(deadline, clock->NowMillis()) << where;
+                auto holder = [&] {
+                  litetx::ReadOptions raw;
+                  raw.isolation = litetx::Isolation::kReadUncommitted;
+                  auto r = other.Read(kColl, Id(j), raw);
+                  return r.ok() ? r->txn : std::string("?");
+                };
+                const std::string txn = holder();
+                ASSERT_FALSE(txn.empty()) << where;
+                // Before the deadline: the writer waits, the reader reads the before image, the
+                // sweep leaves the holds; nothing is written.
+                auto w1 = other.Commit(adjust);
+                EXPECT_EQ(w1.code(), Code::kBusy) << where << ": " << w1.status().ToString();
+                busy += w1.code() == Code::kBusy ? 1 : 0;
+                auto r = other.Read(kColl, Id(j));
+                ASSERT_TRUE(r.ok()) << where;
+                EXPECT_EQ((Content{r->state, r->schema_version, r->doc}), o.before[static_cast<std::size_t>(j)])
+                    << where;
+                pre_image += r->doc == o.before[static_cast<std::size_t>(j)].doc ? 1 : 0;
+                litetx::Collector early(mem, TestCollectorOptions(clock));
+                ASSERT_TRUE(early.RunOnce().ok()) << where;
+                EXPECT_EQ(early.stats().undone, 0u) << where;
+                EXPECT_EQ(RecordId(*mem), "") << where << ": fenced before the deadline";
+                EXPECT_EQ(holder(), txn) << where;
+                sweep_waited += RecordId(*mem).empty() && holder() == txn ? 1 : 0;
+                if (when == When::kBeforeDeadline) {
+                  delivered = step->Deliver();
+                  ASSERT_EQ(delivered, Code::kOk) << where;
+                  if (by_writer) {
+                    // The record is staging and every document held: the writer proves it.
+                    auto w2 = other.Commit(adjust);
+                    EXPECT_EQ(PartyOk(Party::kWriter, PartyRun{w2.status(), {}}, o, j, 'a'), "") << where;
+                  } else {
+                    litetx::Collector gc(mem, TestCollectorOptions(clock));
+                    ASSERT_TRUE(gc.RunOnce().ok()) << where;
+                    EXPECT_EQ(gc.stats().finished + gc.stats().reversed + gc.stats().undone, 0u) << where;
+                  }
+                  return;
+                }
+                clock->Advance(std::chrono::milliseconds(deadline - clock->NowMillis()));
+                if (by_writer) {
+                  auto w2 = other.Commit(adjust);
+                  EXPECT_EQ(PartyOk(Party::kWriter, PartyRun{w2.status(), {}}, o, j, 'b'), "") << where;
+                } else {
+                  litetx::Collector gc(mem, TestCollectorOptions(clock));
+                  ASSERT_TRUE(gc.RunOnce().ok()) << where;
+                  EXPECT_EQ(gc.stats().undone, static_cast<std::uint64_t>(n)) << where;
+                }
+                auto fence = TheRecord(*mem);
+                ASSERT_TRUE(fence.has_value()) << where << ": no fence";
+                EXPECT_TRUE(fence->fence && fence->done && fence->state == TxnState::kAborted) << where;
+                // By the writer's transaction ("txn <id>"), or by the collector.
+                EXPECT_TRUE(by_writer ? fence->aborted_by.rfind("txn ", 0) == 0
+                                      : fence->aborted_by == "gc-test")
+                    << where << ": fenced by " << fence->aborted_by;
+                EXPECT_NE(holder(), txn) << where << ": the hold was not undone";
+                fenced += fence->fence && holder() != txn ? 1 : 0;
+                if (when == When::kAfterFence) delivered = step->Deliver();
+              },
+              /*after_loss=*/true);
+          Code code;
+          {
+            litetx::Database db(step, TestOptions(clock));
+            code = db.Commit(BuildTxn(*mem, s)).code();
+          }
+          ASSERT_TRUE(hook_ran) << where;
+          if (when == When::kAfterResume) delivered = step->Deliver();
+          ++cases;
+          const char side = when == When::kBeforeDeadline ? 'a' : 'b';
+          EXPECT_EQ(code, side == 'a' ? Code::kOk : Code::kAborted) << where;
+          if (side == 'a') {
+            proved += code == Code::kOk ? 1 : 0;
+          } else {
+            EXPECT_EQ(delivered, Code::kConflict) << where << ": the late record create";
+            refused += delivered == Code::kConflict ? 1 : 0;
+          }
+          // A collector that erases every outcome marker at once keeps the fence.
+          clock->Advance(kLease * 4);
+          litetx::CollectorOptions purging = TestCollectorOptions(clock);
+          purging.outcome_retention = std::chrono::milliseconds(0);
+          litetx::Collector gc(mem, purging);
+          ASSERT_TRUE(gc.RunOnce().ok()) << where;
+          ASSERT_TRUE(gc.RunOnce().ok()) << where;
+          auto after = TheRecord(*mem);
+          if (side == 'b') {
+            EXPECT_TRUE(after && after->fence) << where << ": the fence was purged";
+            fence_kept += after && after->fence ? 1 : 0;
+            auto outcome = other.Outcome(RecordId(*mem));
+            EXPECT_TRUE(outcome.ok() && *outcome == litetx::TxnOutcome::kAborted) << where;
+          }
+          const bool wrote = by_writer;
+          EXPECT_EQ(wrote ? CheckSide(*mem, o, s.docs.size(), side) : CheckFinal(*mem, o, s.docs.size(), side), "")
+              << where;
+        }
+      }
+    }
+  }
+  std::printf("holds without their record: %d cases; before the deadline the writer got kBusy in "
+              "%d, the reader read the before image in %d, the sweep left the holds in %d; the "
+              "record delivered in time and the commit proved and reported OK in %d; fenced and "
+              "the hold undone in %d, the late record create refused in %d, the fence kept by a "
+              "purging collector in %d\n",
+              cases, busy, pre_image, sweep_waited, proved, fenced, refused, fence_kept);
+  EXPECT_EQ(busy, cases);
+  EXPECT_EQ(sweep_waited, cases);
+  EXPECT_EQ(proved + fenced, cases);
+  EXPECT_EQ(refused, fenced);
+  EXPECT_EQ(fence_kept, fenced);
+  EXPECT_GT(proved, 0);
+  EXPECT_GT(fenced, 0);
+}
+
+
+// Three steps of one race, on a live parallel commit: the coordinator is held before each apply
+// of its batch (the record staging, some document not held); past its lease a collector starts
+// resolving it and is held right after each of its own writes landed (its first fences a
+// document not held); the coordinator is released and runs on until it is held again before
+// each of its later writes in turn (falling back to pending, applying the fenced document again,
+// its flip, its finishing, its marker); then the collector is released and runs to completion
+// (its resolution lost its compare-and-swap race if the coordinator moved the record: it must
+// read the record again, not act on what it proved); then the coordinator. What the coordinator
+// reported must match the end, and Database::Outcome, once committed or aborted, never changes.
+TEST(RaceTest, CollectorResumesWhileItsCoordinatorIsHeldAgain) {
+  std::mt19937_64 rng(20261131);
+  std::printf("three-step race seed 20261131\n");
+  int cases = 0;
+  std::map<std::string, int> ends;
+  for (int round = 0, rounds = Rounds(10); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = RunOracle(s);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    for (std::uint64_t p = 2; p <= o.commit_write; ++p) {
+      for (std::uint64_t q = p + 1;; ++q) {
+        ASSERT_LE(q, kMaxWrites) << s.Describe() << ": the coordinator never finished";
+        bool reached_q = false;  // the coordinator reached write q for some collector write i
+        for (std::uint64_t i = 1;; ++i) {
+          ASSERT_LE(i, kMaxWrites) << s.Describe() << ": the collector never finished";
+          const std::string where = s.Describe() + " coordinator held before write " +
+                                    std::to_string(p) + ", collector held after its write " +
+                                    std::to_string(i) + ", coordinator held again before write " +
+                                    std::to_string(q);
+          auto clock = std::make_shared<litetx::ManualClock>();
+          auto mem = std::make_shared<litetx::MemoryStore>();
+          SeedStore(*mem, s, clock);
+          // Both count every write of the coordinator (and of its finisher).
+          auto again = std::make_shared<HoldingStore>(mem, q, Hold::kBefore);
+          auto first = std::make_shared<HoldingStore>(again, p, Hold::kBefore);
+          litetx::Transaction txn = BuildTxn(*mem, s);
+          Code code = Code::kOk;
+          std::string id;
+          Runner coordinator(first, [&] {
+            {
+              litetx::Database db(first, TestOptions(clock));
+              auto r = db.Commit(txn);
+              code = r.code();
+              id = r.ok() ? r->txn_id : r.status().txn_id();
+            }
+            again->Finished();
+          });
+          struct ReleaseFirst {  // destroyed before `coordinator`, whose Join needs it
+            std::shared_ptr<HoldingStore> store;
+            ~ReleaseFirst() { store->Release(); }
+          } release_again{again};
+          ASSERT_TRUE(first->WaitHeldOrFinished()) << where;
+          ASSERT_EQ(ObserveRecord(*mem), RecordSeen::kStaging) << where;
+          clock->Advance(kLease * 2);
+          auto gc_hold = std::make_shared<HoldingStore>(mem, i, Hold::kLanded);
+          litetx::Status gc_status;
+          Runner collector(gc_hold, [&] {
+            litetx::Collector gc(gc_hold, TestCollectorOptions(clock));
+            gc_status = gc.RunOnce();
+          });
+          if (!gc_hold->WaitHeldOrFinished()) break;  // every collector write has been held after
+          first->Release();
+          if (!again->WaitHeldOrFinished()) continue;  // the coordinator ended before write q
+          reached_q = true;
+          ++cases;
+          litetx::Database reader(mem, TestOptions(clock));
+          const std::string rid = RecordId(*mem);
+          collector.Join();
+          EXPECT_TRUE(gc_status.ok()) << where << ": " << gc_status.ToString();
+          auto mid = reader.Outcome(rid);
+          again->Release();
+          coordinator.Join();
+          ASSERT_EQ(id, rid) << where;
+          auto after = reader.Outcome(id);
+          clock->Advance(kLease * 4);
+          litetx::Collector healthy(mem, TestCollectorOptions(clock));
+          ASSERT_TRUE(healthy.RunOnce().ok()) << where;
+          auto last = reader.Outcome(id);
+          ASSERT_TRUE(mid.ok() && after.ok() && last.ok()) << where;
+          const std::string outcomes = std::string("reported ") + std::string(litetx::CodeName(code)) +
+                                       "; Outcome once the collector ended " + OutcomeName(mid) +
+                                       ", once the coordinator ended " + OutcomeName(after) +
+                                       ", at the end " + OutcomeName(last);
+          for (const auto& earlier : {mid, after}) {
+            if (*earlier == litetx::TxnOutcome::kCommitted || *earlier == litetx::TxnOutcome::kAborted) {
+              EXPECT_EQ(*last, *earlier) << where << ": the outcome changed: " << outcomes;
+            }
+          }
+          ASSERT_TRUE(code == Code::kOk || code == Code::kAborted) << where << ": " << outcomes;
+          EXPECT_EQ(*last, code == Code::kOk ? litetx::TxnOutcome::kCommitted : litetx::TxnOutcome::kAborted)
+              << where << ": " << outcomes;
+          EXPECT_EQ(CheckFinal(*mem, o, s.docs.size(), code == Code::kOk ? 'a' : 'b'), "")
+              << where << ": " << outcomes;
+          ++ends[std::string(code == Code::kOk ? "committed" : "aborted") + ", Outcome once the collector ended " +
+                 OutcomeName(mid)];
+        }
+        if (!reached_q) break;  // nor will it reach any later write
+      }
+    }
+  }
+  std::printf("three-step race: %d cases;", cases);
+  for (const auto& [k, v] : ends) std::printf(" [%s] %d", k.c_str(), v);
+  std::printf("\n");
+  EXPECT_GT(ends["committed, Outcome once the collector ended committed"], 0);
+  EXPECT_GT(ends["aborted, Outcome once the collector ended aborted"], 0);
+}
+
+// Not in the ThreadSanitizer build (scripts/tsan.sh requires every listed test to run, and this
+// one is disabled).
+#if !defined(__SANITIZE_THREAD__)
+// A transaction whose coordinator died after its commit point (classic: after the flip; parallel:
+// after the last apply of its batch, every document held), before its lease ran out. A collector
+// (its sweep) or a writer meeting one of its holds is paused before each of its store calls in
+// turn; during the pause the lease runs out, another collector finishes the transaction, the
+// outcome retention passes and that collector erases the outcome marker. Then the paused party
+// resumes. The transaction committed: Database::Outcome may say committed or, once the marker is
+// erased, not_found, never aborted; its documents stay after.
+void PausedPastTheRetention(Mode mode, Party party, std::map<std::string, int>& tally) {
+  std::mt19937_64 rng(20261130);
+  for (int round = 0, rounds = Rounds(6); round < rounds; ++round) {
+    Scenario s = TwoOrThreeDocumentCommit(rng);
+    Oracle o = OracleIn(s, mode);
+    ASSERT_EQ(o.code, Code::kOk) << s.Describe();
+    for (std::uint64_t p = 1;; ++p) {
+      ASSERT_LE(p, kMaxCalls) << s.Describe() << ": the paused party never finished";
+      const std::string where = std::string(ModeName(mode)) + " " + s.Describe() + ", " +
+                                PartyName(party) + " paused before call " + std::to_string(p);
+      auto clock = std::make_shared<litetx::ManualClock>();
+      auto mem = std::make_shared<litetx::MemoryStore>();
+      SeedStore(*mem, s, clock);
+      litetx::FaultOptions f;
+      f.crash_after_writes = o.commit_write;
+      try {
+        litetx::Database db(std::make_shared<litetx::FaultInjectingStore>(mem, f), ModeOptions(clock, mode));
+        (void)db.Commit(BuildTxn(*mem, s));
+      } catch (const litetx::SimulatedCrash&) {
+      }
+      ASSERT_EQ(ObserveRecord(*mem), RecordSeen::kCommitted) << where;
+      const std::string id = RecordId(*mem);
+      litetx::Database reader(mem, TestOptions(clock));
+      auto step = std::make_shared<StepStore>(mem);
+      litetx::Status b_status;
+      step->PauseBefore(p, [&] {
+        clock->Advance(kLease * 2);
+        litetx::Collector b(mem, NamedCollector(clock, "gc-b"));
+        b_status = b.RunOnce();  // finishes it
+        clock->Advance(std::chrono::hours(2));
+        if (b_status.ok()) b_status = b.RunOnce();  // erases its marker
+      });
+      // The writer meets document d0 (held by the transaction); the collector's sweep sees every
+      // document.
+      PartyRun a = RunParty(party, step, clock, "gc-a", 0);
+      if (!step->paused()) break;
+      ASSERT_TRUE(b_status.ok()) << where << ": " << b_status.ToString();
+      auto outcome = reader.Outcome(id);
+      ASSERT_TRUE(outcome.ok()) << where;
+      ++tally[std::string(ModeName(mode)) + " " + PartyName(party) + ": Outcome " +
+              litetx::TxnOutcomeName(*outcome)];
+      EXPECT_NE(*outcome, litetx::TxnOutcome::kAborted)
+          << where << ": a committed transaction's outcome reads aborted ("
+          << (TheRecord(*mem) && TheRecord(*mem)->fence ? "fenced by " + TheRecord(*mem)->aborted_by : "")
+          << ")";
+      litetx::Collector healthy(mem, TestCollectorOptions(clock));
+      ASSERT_TRUE(healthy.RunOnce().ok()) << where;
+      EXPECT_EQ(party == Party::kWriter ? CheckSide(*mem, o, s.docs.size(), 'a')
+                                        : CheckFinal(*mem, o, s.docs.size(), 'a'),
+                "")
+          << where;
+    }
+  }
+}
+
+// DISABLED: fails today, in both modes, for the collector and for the writer. The paused party
+// read a document held by the transaction (the sweep's scan; the writer's AwaitFree) and is
+// paused before it reads the record; when it resumes the record is gone (finished, then its
+// marker erased), and FenceAbsentRecord, given the hold as read before the pause, creates an
+// aborted fence marker for a transaction that committed (a classic hold has no deadline; a
+// parallel one's has passed). Database::Outcome then answers aborted for it, and fences are
+// never erased. The hold is not read again after the record was found absent, so a hold that
+// ended in the meantime is taken for one whose record never landed. With outcome_retention 0 the
+// pause needed is only as long as finishing the transaction and erasing its marker (classic), or
+// that plus the hold's deadline (parallel). Run it with --gtest_also_run_disabled_tests.
+TEST(RaceTest, DISABLED_ResolverPausedPastTheRetentionNeverFencesACommittedTransaction) {
+  std::map<std::string, int> tally;
+  for (Mode mode : kModes) {
+    for (Party party : {Party::kCollector, Party::kWriter}) {
+      SCOPED_TRACE(std::string(ModeName(mode)) + " " + PartyName(party));
+      PausedPastTheRetention(mode, party, tally);
+    }
+  }
+  std::printf("paused past the retention:");
+  for (const auto& [k, v] : tally) std::printf(" [%s] %d", k.c_str(), v);
+  std::printf("\n");
+}
+#endif  // !defined(__SANITIZE_THREAD__)
 
 }  // namespace
 }  // namespace ptest
