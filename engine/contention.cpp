@@ -20,7 +20,8 @@ struct Blocker {
 // Looks at the holder `holder` of `key`: settles it if it is no longer running, else reports
 // it as a live blocker with its age.
 Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& holder,
-                             const Waiter& waiter, const boost::json::object& held) {
+                             const Waiter& waiter, const boost::json::object& held,
+                             Revision held_revision) {
   Blocker b;
   b.who = "transaction " + holder;
   if (env.finisher != nullptr && env.finisher->HelpFinish(holder, env.options.busy_timeout)) {
@@ -44,13 +45,16 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
   Status s;
   if (!rg->has_value()) {
     // No record (read after the document): a parallel commit's record may still be landing.
-    auto f = FenceAbsentRecord(env, holder, held, claimer, now);
+    auto f = FenceAbsentRecord(env, holder, key, held, held_revision, claimer, now);
     if (!f.ok()) return f.status();
     if (*f == AbsentRecord::kWait) {
       b.blocked = true;  // a coordinator between its writes: waits for nothing, never older
       return b;
     }
-    b.settled = true;  // fenced (then undone as a dangling hold) or appeared: look again
+    if (*f == AbsentRecord::kDangling) {
+      if (Status u = UndoDanglingHold(env, key, holder, now); !u.ok()) return u;
+    }
+    b.settled = true;  // undone, or changed meanwhile: look again
     return b;
   }
   if (rec->done) {
@@ -132,7 +136,7 @@ Result<std::optional<StoredDocument>> AwaitFree(const Env& env, const Key& key,
     if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
     Blocker b;
     if (!meta->txn.empty() && meta->txn != waiter.id) {
-      auto h = LookAtHolder(env, key, meta->txn, waiter, (*r)->value);
+      auto h = LookAtHolder(env, key, meta->txn, waiter, (*r)->value, (*r)->revision);
       if (!h.ok()) return h.status();
       b = std::move(h).value();
       if (b.settled) continue;

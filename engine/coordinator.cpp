@@ -93,6 +93,13 @@ class CommitRun {
   // kAborted if someone fenced it; kUnavailable if it never landed (with record_settled_ set
   // if we fenced it ourselves after a lost reply); kUnknown otherwise.
   Status SettleStagingRecord(Result<Revision> first, json::object value);
+  // True once the staging record's lease is close enough to its end (half a lease, the margin
+  // against clock skew) that a resolver may already have acted on it: before that, nobody but
+  // this coordinator and proofs (which only commit) can have written the record or fenced a
+  // document of it.
+  bool LateForTheRecord() const {
+    return env_.clock.NowMillis() + env_.options.lease.count() / 2 >= record_.gc_at_ms;
+  }
   // Moves the staging record to pending (the classic path from here on). OK; or kAborted with
   // record_ aborted; or OK with record_.state committed (a resolver proved it meanwhile).
   Status FallBackToPending();
@@ -469,6 +476,18 @@ Result<CommitInfo> CommitRun::ParallelCommit() {
     }
     failed = std::move(still);
   }
+  if (record_.state == TxnState::kStaging && failed.empty() && LateForTheRecord()) {
+    // The replies came back late: a resolver may have fenced a document and aborted the record
+    // while the batch was landing, and a fence placeholder is erased after the tombstone
+    // retention, after which a late apply could land on it. The record tells: still staging at
+    // the revision its create left means nobody resolved it, so every reply stands.
+    auto g = GetWithRetry(env_, record_key_);
+    if (!g.ok()) return Status::Unknown("the transaction record could not be read after a late "
+                                        "batch: " + g.status().ToString());
+    if (!g->has_value() || (**g).revision != record_revision_) {
+      failed.emplace_back(nullptr, Status::Unknown("the record moved on during a late batch"));
+    }
+  }
   if (record_.state == TxnState::kStaging && failed.empty()) {
     // The record and every hold landed: committed. The flip and the rest come after.
     CommitInfo info = Info();
@@ -486,6 +505,9 @@ Result<CommitInfo> CommitRun::ParallelCommit() {
     Finish();
     return info;
   }
+  // (An entry without a slot only stopped the acknowledgement above; the fallback found the
+  // record where it left it, so every apply is as its reply said.)
+  std::erase_if(failed, [](const auto& f) { return f.first == nullptr; });
   return CompleteClassic(std::move(failed));
 }
 
@@ -530,8 +552,7 @@ Status CommitRun::SettleStagingRecord(Result<Revision> first, json::object value
                           : Status::Unavailable("could not read the transaction record");
     }
     if (!g->has_value()) {
-      if (maybe_landed &&
-          env_.clock.NowMillis() + env_.options.lease.count() / 2 >= record_.gc_at_ms) {
+      if (maybe_landed && LateForTheRecord()) {
         // Past its lease it may have landed, been resolved and settled, and (much later) been
         // purged: that cannot be told from never having landed.
         return Status::Unknown("transaction record write reply lost, and the record is gone");
@@ -543,6 +564,14 @@ Status CommitRun::SettleStagingRecord(Result<Revision> first, json::object value
       fence.fence = true;
       r = env_.store.Create(record_key_, EncodeRecord(fence));
       self_fenced = true;
+      if (r.ok() && LateForTheRecord()) {
+        // Our create may have landed after the read, been resolved past its lease, settled
+        // and erased before the fence landed: committed or not cannot be told.
+        record_ = fence;
+        record_settled_ = false;  // nothing reversed: those holds may be a commit's
+        return Status::Unknown("transaction record write reply lost; the record was found "
+                               "absent only after its lease had run");
+      }
       if (r.ok()) {
         record_ = fence;
         record_settled_ = true;

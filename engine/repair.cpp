@@ -128,11 +128,15 @@ Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_i
       undone);
 }
 
-Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id,
-                                       const json::object& held, const std::string& claimer,
-                                       std::int64_t now_ms) {
+Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id, const Key& key,
+                                       const json::object& held, Revision revision,
+                                       const std::string& claimer, std::int64_t now_ms) {
   const std::int64_t deadline = HoldDeadline(held);
-  if (deadline != 0 && now_ms < deadline) return AbsentRecord::kWait;
+  if (deadline == 0) return AbsentRecord::kDangling;  // a classic hold: its record was erased
+  if (now_ms < deadline) return AbsentRecord::kWait;
+  auto again = GetWithRetry(env, key);
+  if (!again.ok()) return again.status();
+  if (!again->has_value() || (**again).revision != revision) return AbsentRecord::kAppeared;
   const Key record_key{std::string(kTransactionsCollection), txn_id};
   TxnRecord fence;
   fence.state = TxnState::kAborted;
@@ -150,14 +154,14 @@ Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id
     if (c.ok()) {
       env.log.info("txn {}: holds past their deadline with no record; record fenced by {}",
                    txn_id, claimer);
-      return AbsentRecord::kFenced;
+      return AbsentRecord::kDangling;
     }
     if (c.code() == Code::kConflict) return AbsentRecord::kAppeared;
     if (c.code() == Code::kUnknown) {
       auto g = GetWithRetry(env, record_key);
       if (!g.ok()) return g.status();
       if (g->has_value()) {
-        return (*g)->value == value ? AbsentRecord::kFenced : AbsentRecord::kAppeared;
+        return (*g)->value == value ? AbsentRecord::kDangling : AbsentRecord::kAppeared;
       }
     } else if (c.code() != Code::kUnavailable) {
       return c.status();

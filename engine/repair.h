@@ -75,19 +75,24 @@ Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_i
 // What FenceAbsentRecord did.
 enum class AbsentRecord : std::uint8_t {
   kWait,      // the hold's deadline has not passed: its coordinator may still be writing it
-  kFenced,    // the record is now an aborted outcome marker: the hold is dangling, undo it
-  kAppeared,  // a record appeared meanwhile: read it again and act on what it says
+  kDangling,  // the hold may be undone (UndoDanglingHold): its record can never land now
+  kAppeared,  // the document or the record changed meanwhile: look again
 };
 
-// For a hold of `txn_id` on `held` (a document as read) whose record was read afterwards and
-// found absent. Every hold is removed only after its transaction's record has been moved on,
-// and a parallel commit writes its record together with its applies, so an absent record may
-// still land: once the hold's deadline (HoldDeadline; none on classic holds) has passed, the
-// record is created as an aborted outcome marker by `claimer`, which makes the coordinator's
-// own record create fail (it then reports kAborted). kUnavailable if the store kept failing.
-Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id,
-                                       const boost::json::object& held, const std::string& claimer,
-                                       std::int64_t now_ms);
+// For a hold of `txn_id` on the document at `key`, read as `held` at `revision`, whose record
+// was read afterwards and found absent.
+//  - A classic hold (no deadline, HoldDeadline) comes after its record, so an absent record is
+//    one that was settled and erased: the hold is a late write, kDangling, nothing written.
+//  - A parallel commit's hold may come before its record, which may still land. Before the
+//    hold's deadline: kWait. After it, the document is read again: unless it is still at
+//    `revision` (the hold has stood since before the record was found absent, so the record
+//    was not settled meanwhile: settling ends every hold), kAppeared. Then the record is
+//    created as a fence (an aborted outcome marker by `claimer`, never erased), which makes the
+//    coordinator's own record create fail: kDangling; a record already there: kAppeared.
+// kUnavailable if the store kept failing.
+Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id, const Key& key,
+                                       const boost::json::object& held, Revision revision,
+                                       const std::string& claimer, std::int64_t now_ms);
 
 // Looks at the document `work` names for the parallel commit of `txn_id`: if the transaction
 // holds it, returns its revision; if not, first makes sure the transaction's apply on it can

@@ -141,9 +141,8 @@ Status Collector::Sweep() {
       if (!meta->txn.empty()) {
         // Held. The record is read after the document was (the scan), so a record that is
         // already a marker proves the hold dangling (engine/repair.h UndoDanglingHold). A record
-        // that is absent does not: a parallel commit writes it together with its holds. It is
-        // fenced once the hold's deadline has passed (FenceAbsentRecord), and then the hold is
-        // dangling too.
+        // that is absent proves it for a classic hold; a parallel commit's hold may precede its
+        // record, which is fenced first once the hold's deadline has passed (FenceAbsentRecord).
         auto it = over.find(meta->txn);
         if (it == over.end()) {
           const Key record_key{std::string(kTransactionsCollection), meta->txn};
@@ -161,12 +160,15 @@ Status Collector::Sweep() {
         }
         if (it->second == kLive) continue;  // a live or unsettled transaction: the record scan's work
         if (it->second == kAbsent) {
-          auto f = engine::FenceAbsentRecord(env, meta->txn, doc.value, options_.name, now);
+          auto f = engine::FenceAbsentRecord(env, meta->txn, Key{collection, id}, doc.value,
+                                             doc.revision, options_.name, now);
           if (!f.ok()) {
             fail(f.status());
             continue;
           }
-          if (*f != engine::AbsentRecord::kFenced) continue;  // not yet due, or it appeared
+          if (*f != engine::AbsentRecord::kDangling) continue;  // not yet due, or changed
+          // The record can never land now (fenced, or a classic hold's erased record): every
+          // hold of it on this page, read before, is dangling.
           it->second = kOver;
         }
         bool undid = false;  // false if the hold ended meanwhile by another hand

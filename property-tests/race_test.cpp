@@ -1996,9 +1996,6 @@ TEST(RaceTest, CollectorResumesWhileItsCoordinatorIsHeldAgain) {
   EXPECT_GT(ends["aborted, Outcome once the collector ended aborted"], 0);
 }
 
-// Not in the ThreadSanitizer build (scripts/tsan.sh requires every listed test to run, and this
-// one is disabled).
-#if !defined(__SANITIZE_THREAD__)
 // A transaction whose coordinator died after its commit point (classic: after the flip; parallel:
 // after the last apply of its batch, every document held), before its lease ran out. A collector
 // (its sweep) or a writer meeting one of its holds is paused before each of its store calls in
@@ -2061,17 +2058,13 @@ void PausedPastTheRetention(Mode mode, Party party, std::map<std::string, int>& 
   }
 }
 
-// DISABLED: fails today, in both modes, for the collector and for the writer. The paused party
-// read a document held by the transaction (the sweep's scan; the writer's AwaitFree) and is
-// paused before it reads the record; when it resumes the record is gone (finished, then its
-// marker erased), and FenceAbsentRecord, given the hold as read before the pause, creates an
-// aborted fence marker for a transaction that committed (a classic hold has no deadline; a
-// parallel one's has passed). Database::Outcome then answers aborted for it, and fences are
-// never erased. The hold is not read again after the record was found absent, so a hold that
-// ended in the meantime is taken for one whose record never landed. With outcome_retention 0 the
-// pause needed is only as long as finishing the transaction and erasing its marker (classic), or
-// that plus the hold's deadline (parallel). Run it with --gtest_also_run_disabled_tests.
-TEST(RaceTest, DISABLED_ResolverPausedPastTheRetentionNeverFencesACommittedTransaction) {
+// In both modes, for the collector and for the writer: the paused party read a document held by
+// the transaction (the sweep's scan; the writer's AwaitFree) and is paused before it reads the
+// record; when it resumes the record is gone (finished, then its marker erased, with
+// outcome_retention 0). It must not fence a committed transaction's record: a classic hold is
+// undone without a record write, and a parallel one is fenced only if the document is still at
+// the revision read before the record was found absent (FenceAbsentRecord).
+TEST(RaceTest, ResolverPausedPastTheRetentionNeverFencesACommittedTransaction) {
   std::map<std::string, int> tally;
   for (Mode mode : kModes) {
     for (Party party : {Party::kCollector, Party::kWriter}) {
@@ -2083,7 +2076,6 @@ TEST(RaceTest, DISABLED_ResolverPausedPastTheRetentionNeverFencesACommittedTrans
   for (const auto& [k, v] : tally) std::printf(" [%s] %d", k.c_str(), v);
   std::printf("\n");
 }
-#endif  // !defined(__SANITIZE_THREAD__)
 
 }  // namespace
 }  // namespace ptest

@@ -51,7 +51,7 @@ run() {
 }
 
 run build-tsan/tests/litetx_tests \
-  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*'
+  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*'
 run build-tsan/property-tests/litetx_race_tests '*'
 run build-tsan/tests/stress/stress_tests '*'
 echo "tsan: no data race reported"
