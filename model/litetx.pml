@@ -1,24 +1,107 @@
 /*
- * litetx.pml: a Promela model of the litetx commit protocol (docs/protocol.md), checked by Spin.
+ * litetx.pml: a Promela model of the litetx commit protocol (docs/protocol.md), checked by Spin
+ * (model/check.sh; the ctest entries are in model/CMakeLists.txt).
  *
  * Actors: coordinators T1 and T2 (engine/coordinator.cpp), collectors G1 and G2
  * (gc/collector.cpp + engine/repair.cpp), one read-committed reader (engine/reads.cpp), and, once
  * they have all stopped, a final healthy collector run in init (progress). Init also delivers a
  * record create that was lost on its way and arrives late.
  *
- * Both coordinators have two write actions. With LITETX_PARALLEL=1 they commit by
- * the parallel protocol (staging records): the record create (state staging) and the applies go
- * out in one batch and land in any order; the transaction is committed once all of them landed
- * with their replies; the record is flipped staging -> committed afterwards. An apply that did
- * not reply OK makes the coordinator move the record staging -> pending and go on by the classic
- * protocol. With LITETX_PARALLEL=0 (the default for now) they use the classic protocol: record
- * (pending), applies, flip.
- *
  * Documents: A (live, a counter at 0) and B (absent).
  *   T1: adjust A by +1, insert B (value 1).
  *   T2: adjust A by +2, delete B.
  * Each store call is one atomic step on one document or record. Revisions are per key and never
  * reused (the counter survives an erase).
+ *
+ * Two commit paths, chosen by LITETX_PARALLEL for both coordinators:
+ *
+ * Classic (LITETX_PARALLEL=0; the path of transactions with checks, and the parallel path's
+ * fallback). Pre-read and wait for or settle a holder on the spot (contention), the record
+ * create (pending, with the worklist; a lost reply adopts only the bytes sent and never creates
+ * again), a lease extension before an apply, the applies (sent in either order, each then
+ * handled on its own: lost reply -> re-read, conflict -> reacquire and record the new entry),
+ * the flip pending -> committed (lost reply, adopting an in-doubt extension), Commit's return
+ * at the flip, then the finisher (finish each document, outcome marker) as the same actor. The
+ * rollback: mark aborted, reverse each sent apply, outcome marker.
+ *
+ * Parallel (LITETX_PARALLEL=1). The record create (staging, with the worklist) and the applies
+ * go out in one batch and land in any order, each on its own; a crash stops those not landed
+ * yet; a reply or a request may be lost; a create lost on its way may land late (or never). A
+ * hold written by this path carries a deadline (hx). The transaction is committed once the
+ * create and every apply replied OK: Commit returns OK there, and the finisher flips the record
+ * staging -> committed and goes on as in the classic path.
+ * - An apply that did not reply OK: the coordinator moves the record staging -> pending (its own
+ *   CAS) and goes on by the classic path from the replies it got. When that write cannot be
+ *   made, the record it finds decides: committed (proved by a resolver or a reader) -> OK;
+ *   aborted -> reverse the landed holds, a failure (kAborted); absent, or still staging after
+ *   the retries -> kUnknown.
+ * - A lost create reply: the coordinator reads the record. Staging -> it landed; committed, even
+ *   as an outcome marker -> it landed and the commit was proved: OK; aborted -> fenced; absent
+ *   -> it fences the record itself with an aborted outcome marker; when that cannot be written
+ *   either -> kUnknown (the create may still land, and be proved committed). Fenced: the
+ *   coordinator reverses its landed holds and reports a failure (kUnavailable after its own
+ *   fence, kAborted after another's).
+ * - A hold whose record is absent is left alone until its deadline; past it, a contender or the
+ *   collector's sweep first fences the record (an aborted marker where it is absent), then
+ *   undoes the hold from its own undo data.
+ * - A stale staging record is resolved (by a collector, or by a contender on the spot): each
+ *   listed document is held by it or fenced so that its apply can no longer land (rewritten
+ *   unchanged at the revision read, or a placeholder where it was absent); then the record is
+ *   CAS'd to committed if every document was held, else to aborted.
+ * - The reader, on a staging holder: every listed document held -> it proves the commit (CAS
+ *   staging -> committed) and returns the new image; otherwise it reads the record again and
+ *   returns the pre-image only if it is still staging at the same revision.
+ *
+ * Collectors (both paths): claim a stale pending record (CAS to aborted), finish or reverse
+ * each document (fencing those the coordinator may still write), the outcome marker, the
+ * marker's erase; the sweep undoes dangling holds and purges tombstones and placeholders.
+ *
+ * Faults (bounded by the scope): a crash before any write of a coordinator or collector; a
+ * write's reply lost after it landed, or its request lost before; a record's lease (gc_at) and
+ * a hold's deadline running out at any moment.
+ *
+ * Properties (assertions, LITETX_PROP selects one): atomicity, no lost update, read committed,
+ * finality (a record never changes outcome, a committed write is never reversed, what the
+ * caller was told agrees with the record), no resurrection (no apply lands once the record its
+ * coordinator created is settled), progress (a final healthy collector run settles everything
+ * within 40 writes). Pan's invalid-end-state check also runs: every actor must be able to end.
+ *
+ * The retention assumptions (docs/protocol.md §7), as the model takes them:
+ * - An outcome marker is erased only once no Create of its record can still come from its
+ *   coordinator (cpend: the record create, or the coordinator's own fence, still to be sent;
+ *   late: a create lost on its way that may still land). outcome_retention is taken to exceed
+ *   the longest pause of a coordinator and the longest a request stays in flight. The same
+ *   assumption lets a fence of an absent record check, in one step, that the hold it read is
+ *   still there: a record read as absent after its hold was read cannot have been a marker that
+ *   was erased in between.
+ * - A tombstone or placeholder is purged only once no coordinator that read the document before
+ *   it was stamped may still send a write to it (tombstone_retention exceeds a coordinator's
+ *   longest pause).
+ *
+ * Left out, and why:
+ * - Versions and expected_version, checks, locks and wait-die: they decide whether a transaction
+ *   may commit, not how its writes are made all-or-nothing; a transaction with checks takes the
+ *   classic path, which is modelled.
+ * - The lease keeper thread (only an extension before an apply), the one-action fast path, more
+ *   than two documents or two transactions: each would multiply a state space that already
+ *   cannot be searched exhaustively with every fault at once.
+ * - Writes delayed in the network after their sender moved on, except the parallel record
+ *   create: a lost write lands at once or never. The create is the one write whose late landing
+ *   the protocol must fence (an apply's late landing is covered by the resolver's and the
+ *   contender's fences, which the model has).
+ * - The coordinator's guards for a pause longer than the retention (a record found absent, or
+ *   a fence that landed, after the record's lease ran out -> kUnknown): under the assumption
+ *   above they never change the outcome, and a kUnknown is always a sound report.
+ * - kUnavailable as a store reply (a failed write is a lost one: kUnknown), the marker's `by` and
+ *   the Outcome calls (the final state and the ghost variables stand in for them).
+ * - Retry limits are scaled down to 2. A collector's or contender's read-then-CAS on one
+ *   document is one atomic step (a write in between would make the CAS fail and the loop read
+ *   again, which is the step taken after that write).
+ * - Mutations 18 and 19 (below) only abort live transactions: no safety property fails, so they
+ *   are in the model but not tests. Mutations 3 and 9 are not tests either: their trails (a
+ *   lost flip reply, then the record settled and its marker erased before the coordinator
+ *   reads it; a collector crashing between its claim and its marker) have not been reached by
+ *   the time-bounded search.
  *
  * Scope, mutation and properties are set from the environment (see below and check.sh).
  */
@@ -1285,8 +1368,9 @@ fallback:
   goto applies;
 
 fallback_failed:
-  /* the record stays staging, left to the resolvers: they commit it if every apply landed */
-  rep[me - 1] = ((p_ap[0] == R_CONF || p_ap[1] == R_CONF) -> REP_FAIL : REP_UNK);
+  /* the record stays staging, left to the resolvers: they commit it if every apply landed
+   * (kUnknown, even when an apply conflicted and so the commit cannot be proved) */
+  rep[me - 1] = REP_UNK;
   goto finish;
 
 create_lost:
