@@ -94,7 +94,11 @@ class Database {
   //   OK                  committed; CommitInfo has the new versions. With
   //                       Options::finish_in_background (the default) it returns at the
   //                       commit point: reads already see the new images, while the
-  //                       documents' references are cleared afterwards (see Flush).
+  //                       documents' references are cleared afterwards (see Flush). With
+  //                       Options::parallel_commit (the default) and two or more writes and
+  //                       no checks, the commit point is the landing of the record and every
+  //                       write, in one store round after the reads; the record is marked
+  //                       committed afterwards (readers prove it meanwhile).
   //   kInvalidArgument    bad input (names, reserved fields, sizes, a document named twice,
   //                       wrong types, empty transaction); nothing was written.
   //   kConflict           an expected version did not match (current_version() says the
@@ -105,7 +109,9 @@ class Database {
   //   kFailedPrecondition an adjust named a field that is missing or not a number, or would
   //                       overflow.
   //   kBusy               another transaction held a document past Options::busy_timeout.
-  //   kAborted            a collector rolled the transaction back (it ran past its lease).
+  //   kAborted            a collector rolled the transaction back (it ran past its lease), or
+  //                       another transaction fenced its record (a parallel commit whose
+  //                       writes were found without their record past their deadline).
   //   kUnavailable        the store failed before the commit point; rolled back.
   //   kUnknown            the store failed at the commit point and the outcome could not be
   //                       learned; it is decided in the store (read the documents later).
@@ -127,6 +133,8 @@ class Database {
   // Reads one document. Returns a ReadResult whose state tells found, not found and deleted;
   // kInvalidArgument for a bad name; kUnavailable (retry) or kCorruption. A document held by
   // another transaction never blocks a read: its committed image is rebuilt from the record.
+  // A read that meets a parallel commit's staging record proves it (reads every document it
+  // lists) and, if every one is held, marks the record committed: the one write a read makes.
   Result<ReadResult> Read(std::string_view collection, std::string_view id,
                           const ReadOptions& options = {});
 
