@@ -221,20 +221,32 @@ void LostRepliesProperty(UnknownShares& shares, const StoreFactory& store) {
     struct State {
       std::mt19937_64 rng;
       bool record_seen = false;
+      int document_writes = 0;  // document writes after the record was seen
       std::optional<litetx::Key> lost;  // the write whose reply was lost
       int reads_failed = 0;
     };
     auto state = std::make_shared<State>();
     state->rng.seed(f.seed);
     const double pt = f.transient_probability, pl = f.lost_reply_probability;
-    f.rule = [state, pt, pl, failing_reads](litetx::StoreOp op, const litetx::Key& key,
-                                            std::uint64_t) {
+    // A parallel commit (two or more writes, no checks) is committed once its record and its
+    // last apply have landed: that apply is its commit point, not the flip that follows.
+    std::size_t writes = 0;
+    for (const ActSpec& a : s.acts) writes += a.type != ActionType::kCheck ? 1 : 0;
+    const bool parallel = TestOptions(clock).parallel_commit && writes >= 2 &&
+                          writes == s.acts.size();
+    const int n = static_cast<int>(writes);
+    f.rule = [state, pt, pl, failing_reads, parallel, n](litetx::StoreOp op,
+                                                         const litetx::Key& key, std::uint64_t) {
       const bool write = op == litetx::StoreOp::kCreate || op == litetx::StoreOp::kReplace ||
                          op == litetx::StoreOp::kErase;
       const bool record = key.collection == litetx::kTransactionsCollection;
-      // The commit point: the first record replace, or a document write before any record.
-      const bool commit_point = (record && op == litetx::StoreOp::kReplace) ||
-                                (!record && write && !state->record_seen);
+      if (!record && write && state->record_seen) ++state->document_writes;
+      // The commit point: the first record replace (the classic flip), the last apply of a
+      // parallel commit's batch, or a document write before any record (one action).
+      const bool commit_point =
+          parallel ? (!record && write && state->record_seen && state->document_writes == n)
+                   : ((record && op == litetx::StoreOp::kReplace) ||
+                      (!record && write && !state->record_seen));
       state->record_seen = state->record_seen || record;
       if (commit_point && !state->lost) {
         state->lost = key;
