@@ -130,7 +130,9 @@ TEST_F(CliApply, NotFoundDeletedAndFailedPrecondition) {
 }
 
 TEST_F(CliApply, BusyWhileACrashedCoordinatorHoldsTheDocument) {
-  // Record + a1 written, then the coordinator "dies": a1 stays held by a pending transaction.
+  // Record + a1 written, then the coordinator "dies": a1 stays held by a transaction whose
+  // record is not committed (staging with the default parallel commit: a2 was never held) and
+  // whose lease has not run out.
   RunResult crash = Apply(kTransfer, "crash-after-writes:2");
   ASSERT_EQ(crash.code, 86) << crash.err;
   json::object raw = Cli({"get", "--uncommitted", "accounts", "a1"}).Json();
@@ -144,31 +146,51 @@ TEST_F(CliApply, BusyWhileACrashedCoordinatorHoldsTheDocument) {
   EXPECT_EQ(Unsettled(), 1);
 }
 
-TEST_F(CliApply, AbortedWhenACollectorClaimsAHeldTransaction) {
-  // The coordinator waits before its commit flip (write 4) until the test writes to a FIFO;
-  // meanwhile a collector claims the transaction. No timing is involved: the child says on
-  // stderr when it waits, and waits as long as it takes the collector to run.
+// A coordinator waits before its write 4 until the test writes to a FIFO; meanwhile a
+// collector treats its transaction as abandoned. No timing is involved: the child says on
+// stderr when it waits, and waits as long as it takes the collector to run. Classic: write 4
+// is the commit flip, so the transaction is not committed yet; the collector claims and
+// reverses it, and the released coordinator reports it aborted. Parallel: the record and both
+// applies landed together (writes 1 to 3), so it is committed; the collector proves it (every
+// document held) and finishes it, and the released coordinator, finding its record settled,
+// reports it committed.
+TEST_F(CliApply, CollectorMeetingAHeldTransactionAbortsItOrProvesItsCommit) {
+  struct Case {
+    const char* mode;
+    const char* counter;  // what the collector does
+    int code;
+    const char* outcome;
+    std::int64_t a1, a2;
+  };
   const std::string fifo = dir_ + "/release";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
-  Child apply = Start(With({"apply", "-"}), "hold-write:4:" + fifo, kTransfer);
-  ASSERT_TRUE(WaitForStderr(apply, "holding before write 4", std::chrono::seconds(60)))
-      << apply.err_read;
-  json::object raw = Cli({"get", "--uncommitted", "accounts", "a2"}).Json();
-  EXPECT_TRUE(raw["txn"].is_string()) << json::serialize(raw);  // record, a1, a2 written
-  RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
-  EXPECT_EQ(gc.code, 0) << gc.err;
-  EXPECT_EQ(gc.Json()["reversed"], 1);
-  // Release: the child has the FIFO open, so this open does not block.
-  const int release = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(release, 0) << std::strerror(errno);
-  EXPECT_EQ(::write(release, "x", 1), 1);
-  ::close(release);
-  RunResult r = Finish(apply);
-  EXPECT_EQ(r.code, 14) << r.out << r.err;
-  EXPECT_EQ(r.Json()["outcome"], "aborted");
-  EXPECT_EQ(Balance("a1"), 100);
-  EXPECT_EQ(Balance("a2"), 50);
-  EXPECT_EQ(Unsettled(), 0);
+  for (const Case& c : {Case{"classic", "reversed", 14, "aborted", 100, 50},
+                        Case{"parallel", "finished", 0, "committed", 70, 80}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode);
+    path_ = dir_ + "/db-" + c.mode;
+    store_ = "lmdb:" + path_;
+    ASSERT_EQ(Apply(kSeed).code, 0);
+    Child apply = Start(With({"apply", "-", "--commit", c.mode}), "hold-write:4:" + fifo,
+                        kTransfer);
+    ASSERT_TRUE(WaitForStderr(apply, "holding before write 4", std::chrono::seconds(60)))
+        << apply.err_read;
+    json::object raw = Cli({"get", "--uncommitted", "accounts", "a2"}).Json();
+    EXPECT_TRUE(raw["txn"].is_string()) << json::serialize(raw);  // record, a1, a2 written
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
+    EXPECT_EQ(gc.code, 0) << gc.err;
+    EXPECT_EQ(gc.Json()[c.counter], 1) << gc.out;
+    // Release: the child has the FIFO open, so this open does not block.
+    const int release = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(release, 0) << std::strerror(errno);
+    EXPECT_EQ(::write(release, "x", 1), 1);
+    ::close(release);
+    RunResult r = Finish(apply);
+    EXPECT_EQ(r.code, c.code) << r.out << r.err;
+    EXPECT_EQ(r.Json()["outcome"], c.outcome);
+    EXPECT_EQ(Balance("a1"), c.a1);
+    EXPECT_EQ(Balance("a2"), c.a2);
+    EXPECT_EQ(Unsettled(), 0);
+  }
 }
 
 TEST_F(CliApply, StallWriteDelaysTheWrite) {
@@ -192,14 +214,37 @@ TEST_F(CliApply, UnknownWhenTheReplyIsLostAndTheStoreGoesAway) {
   // Settling a one-action unknown: the document's last writer is the transaction.
   EXPECT_EQ(Get("accounts", "a1")["last_writer"], o["txn_id"]);
 
-  // Two actions: the commit flip (write 4) lands unseen; the collector finishes it.
-  r = Apply(kTransfer, "partition-after-writes:4", {"--retry-backoff", "1ms"});
-  EXPECT_EQ(r.code, 15) << r.err;
-  EXPECT_EQ(Unsettled(), 1);
-  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "1ms"}).code, 0);
-  EXPECT_EQ(Unsettled(), 0);
-  EXPECT_EQ(Balance("a1"), 71);
-  EXPECT_EQ(Balance("a2"), 80);
+  // Two actions, the partition right after write K; the collector then settles the record.
+  // Classic, K = 4: the commit flip lands unseen; the collector finishes the transaction.
+  // Parallel (record, a1, a2 in one batch): K = 3, a2's apply lands unseen, so everything
+  // landed and the collector proves the commit; K = 2, a1's apply lands unseen and a2's never
+  // reaches the store, so the collector fences a2 and reverses the transaction.
+  struct Case {
+    const char* mode;
+    int k;
+    const char* counter;  // what the collector does
+  };
+  std::int64_t a1 = 101, a2 = 50;
+  for (const Case& c : {Case{"classic", 4, "finished"}, Case{"parallel", 3, "finished"},
+                        Case{"parallel", 2, "reversed"}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", partition-after-writes:" +
+                 std::to_string(c.k));
+    r = Apply(kTransfer, "partition-after-writes:" + std::to_string(c.k),
+              {"--retry-backoff", "1ms", "--commit", c.mode});
+    EXPECT_EQ(r.code, 15) << r.err;
+    EXPECT_EQ(r.Json()["outcome"], "unknown");
+    EXPECT_EQ(Unsettled(), 1);
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
+    ASSERT_EQ(gc.code, 0) << gc.err;
+    EXPECT_EQ(gc.Json()[c.counter], 1) << gc.out;
+    EXPECT_EQ(Unsettled(), 0);
+    if (std::string(c.counter) == "finished") {
+      a1 -= 30;
+      a2 += 30;
+    }
+    EXPECT_EQ(Balance("a1"), a1);
+    EXPECT_EQ(Balance("a2"), a2);
+  }
 }
 
 TEST_F(CliApply, UnavailableWhenTheStoreFails) {

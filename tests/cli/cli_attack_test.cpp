@@ -53,10 +53,10 @@ class CliAttack : public CliTest {
     EXPECT_EQ(::write(fd, "x", 1), 1);
     ::close(fd);
   }
-  // Starts the transfer held before its write `k` (1..7).
-  Child HeldTransfer(int k) const {
-    Child c = Start(With({"apply", "-"}), "hold-write:" + std::to_string(k) + ":" + fifo_,
-                    kTransfer);
+  // Starts the transfer (apply --commit `mode`) held before its write `k` (1..7).
+  Child HeldTransfer(const std::string& mode, int k) const {
+    Child c = Start(With({"apply", "-", "--commit", mode}),
+                    "hold-write:" + std::to_string(k) + ":" + fifo_, kTransfer);
     EXPECT_TRUE(WaitForStderr(c, "holding before write " + std::to_string(k), seconds(60)))
         << c.err_read;
     return c;
@@ -103,56 +103,71 @@ class CliAttack : public CliTest {
   std::string fifo_;
 };
 
-// A signal before any of the 7 writes of a transfer: the transaction runs to its end and is
-// reported committed, the store says the same, and a collector that then treats everything
-// as abandoned finds nothing to finish or reverse (the reported outcome never changes later).
+// A signal before any of the 7 writes of a transfer, in either commit mode: the transaction
+// runs to its end and is reported committed, the store says the same, and a collector that
+// then treats everything as abandoned finds nothing to finish or reverse (the reported outcome
+// never changes later).
 TEST_F(CliAttack, SignalBeforeEachWriteOfATransferKeepsTheReportedOutcome) {
-  for (int k = 1; k <= 7; ++k) {
-    const Sig& sig = k % 2 == 0 ? kSigInt : kSigTerm;
-    SCOPED_TRACE("held before write " + std::to_string(k) + ", " + sig.name);
-    FreshStore("w" + std::to_string(k));
-    ASSERT_EQ(Apply(kSeed).code, 0);
-    Child apply = HeldTransfer(k);
-    Signal(apply, sig);
-    Release();
-    RunResult r = Finish(apply);
-    EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
-    json::object o = r.Json();
-    EXPECT_EQ(o["outcome"], "committed") << r.out;
-    EXPECT_EQ(o["interrupted"], sig.name);
-    EXPECT_EQ(Unsettled(), 0);
-    ExpectUnheld();
-    json::object gc = SettleAll();
-    EXPECT_EQ(gc["finished"], 0);
-    EXPECT_EQ(gc["reversed"], 0);
-    EXPECT_EQ(Balance("a1"), 70);
-    EXPECT_EQ(Balance("a2"), 80);
+  for (const std::string mode : {"parallel", "classic"}) {
+    for (int k = 1; k <= 7; ++k) {
+      const Sig& sig = k % 2 == 0 ? kSigInt : kSigTerm;
+      SCOPED_TRACE("--commit " + mode + ", held before write " + std::to_string(k) + ", " +
+                   sig.name);
+      FreshStore(mode + "-w" + std::to_string(k));
+      ASSERT_EQ(Apply(kSeed).code, 0);
+      Child apply = HeldTransfer(mode, k);
+      Signal(apply, sig);
+      Release();
+      RunResult r = Finish(apply);
+      EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
+      json::object o = r.Json();
+      EXPECT_EQ(o["outcome"], "committed") << r.out;
+      EXPECT_EQ(o["interrupted"], sig.name);
+      EXPECT_EQ(Unsettled(), 0);
+      ExpectUnheld();
+      json::object gc = SettleAll();
+      EXPECT_EQ(gc["finished"], 0);
+      EXPECT_EQ(gc["reversed"], 0);
+      EXPECT_EQ(Balance("a1"), 70);
+      EXPECT_EQ(Balance("a2"), 80);
+    }
   }
 }
 
-// A second signal ends the process at once, with nothing on stdout. Held before write 4 (the
-// commit flip) the transfer never committed and the collector reverses it; held before write
-// 5 it had committed and the collector finishes it.
+// A second signal ends the process at once, with nothing on stdout; what it left is settled
+// by the collector as the commit point says. Classic: held before write 4 (the commit flip)
+// the transfer never committed and the collector reverses it; held before write 5 it had
+// committed and the collector finishes it. Parallel: the record and both applies are one batch
+// (writes 1 to 3) and the commit point is that batch landing: held before write 3 nothing of
+// the batch was sent, so nothing is left open and the balances never moved; held before write
+// 4 (the flip) it had committed and the collector finishes it.
 TEST_F(CliAttack, SecondSignalOnEitherSideOfTheCommitPoint) {
   struct Case {
+    const char* mode;
     int k;
-    const char* counter;  // what the collector then does
+    int unsettled;           // records left open
+    int finished, reversed;  // what the collector then does
     std::int64_t a1, a2;
   };
-  for (const Case& c : {Case{4, "reversed", 100, 50}, Case{5, "finished", 70, 80}}) {
-    SCOPED_TRACE("held before write " + std::to_string(c.k));
-    FreshStore("second" + std::to_string(c.k));
+  for (const Case& c : {Case{"classic", 4, 1, 0, 1, 100, 50},
+                        Case{"classic", 5, 1, 1, 0, 70, 80},
+                        Case{"parallel", 3, 0, 0, 0, 100, 50},
+                        Case{"parallel", 4, 1, 1, 0, 70, 80}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", held before write " +
+                 std::to_string(c.k));
+    FreshStore(std::string("second-") + c.mode + std::to_string(c.k));
     ASSERT_EQ(Apply(kSeed).code, 0);
-    Child apply = HeldTransfer(c.k);
+    Child apply = HeldTransfer(c.mode, c.k);
     Signal(apply, kSigInt);
     ASSERT_EQ(::kill(apply.pid, SIGINT), 0);
     ASSERT_TRUE(WaitForStderr(apply, "): exiting at once;", seconds(60))) << apply.err_read;
     RunResult r = Finish(apply);
     EXPECT_EQ(r.code, 130) << r.err;
     EXPECT_EQ(r.out, "");
-    EXPECT_EQ(Unsettled(), 1);
+    EXPECT_EQ(Unsettled(), c.unsettled);
     json::object gc = SettleAll();
-    EXPECT_EQ(gc[c.counter], 1) << json::serialize(gc);
+    EXPECT_EQ(gc["finished"], c.finished) << json::serialize(gc);
+    EXPECT_EQ(gc["reversed"], c.reversed) << json::serialize(gc);
     EXPECT_EQ(Unsettled(), 0);
     ExpectUnheld();
     EXPECT_EQ(Balance("a1"), c.a1);

@@ -80,14 +80,17 @@ std::string GnuplotDir() {
 }
 
 // The store calls of one commit. N = 1 takes the one-write fast path: 1 Get + 1 Replace = 2
-// round trips, 1 write. N >= 2 reads its N documents in one batch, creates the record, sends
-// its N applies in one batch, flips the record (the commit point), finishes the N documents in
-// one batch and writes the outcome marker: 2N+3 writes, N reads, 6 round trips of which 3 are
-// batches. With --finish inline all 6 are made by the committing thread before Commit
-// returns; every commit of this uncontended run costs the same, so the figures are exact.
+// round trips, 1 write. N >= 2 (the parallel commit, the default) reads its N documents in one
+// batch, writes the record (staging) and its N applies in one batch (committed once all have
+// landed), flips the record to committed, finishes the N documents in one batch and writes the
+// outcome marker: 2N+3 writes, N reads, 5 round trips of which 3 are batches. With --finish
+// inline all 5 are made by the committing thread before Commit returns; every commit of this
+// uncontended run costs the same, so the figures are exact.
 TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
-  RunResult r = RunCli({"--store", "memory:", "bench", "--quick", "--json", "--sizes", "1,2,4",
-                        "--threads", "2", "--finish", "inline"});
+  // One slice of 50 ms per measurement: long enough for commits in every row on a busy
+  // machine.
+  RunResult r = RunCli({"--store", "memory:", "bench", "--duration", "50ms", "--rounds", "1",
+                        "--json", "--sizes", "1,2,4", "--threads", "2", "--finish", "inline"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const json::object o = r.Json();
   const json::array& rows = Array(o, "rows");
@@ -101,8 +104,8 @@ TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
     EXPECT_GT(D(row, "commits"), 0);
     EXPECT_EQ(D(row, "writes_per_tx"), n == 1 ? 1 : 2 * n + 3);
     EXPECT_EQ(D(row, "reads_per_tx"), n);
-    EXPECT_EQ(D(row, "round_trips_per_tx"), n == 1 ? 2 : 6);
-    EXPECT_EQ(D(row, "critical_round_trips_per_tx"), n == 1 ? 2 : 6);
+    EXPECT_EQ(D(row, "round_trips_per_tx"), n == 1 ? 2 : 5);
+    EXPECT_EQ(D(row, "critical_round_trips_per_tx"), n == 1 ? 2 : 5);
     EXPECT_EQ(D(row, "batches_per_tx"), n == 1 ? 0 : 3);
     EXPECT_FALSE(row.contains("p50_round_trips")) << "no calibration without --delay";
   }
@@ -115,37 +118,82 @@ TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
               D(rows[2].as_object(), "round_trips_per_tx"));
 }
 
-// Finishing in the background (the default) moves the finish batch and the marker off the
-// committing thread: the writes stay exactly 2N+3 (whoever makes them), and the critical path
-// is 4 round trips (read batch, record, apply batch, flip) when the finisher keeps up; a
-// transaction that meets documents still being finished finishes them first, so under load it
-// can be more, never less.
-TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesFourRoundTripsOnTheCriticalPath) {
-  RunResult r = RunCli({"--store", "memory:", "bench", "--quick", "--json", "--sizes", "2,4",
-                        "--threads", "1"});
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const json::object o = r.Json();
+// Finishing in the background (the default) moves the flip, the finish batch and the marker
+// off the committing thread: the writes stay exactly 2N+3 (whoever makes them), and the
+// critical path is 2 round trips (the read batch, then the batch of the record and the
+// applies) when the finisher keeps up. With --delay 1ms it does: a commit takes 2 ms on the
+// committing thread, its finishing 3 ms on one of the 2 finisher threads, and a thread's
+// next commit on the same documents comes 8 commits later; so every figure is exact, for N = 1
+// (the one-write path: nothing to finish) and N >= 2. A commit that meets documents still
+// being finished reads their holder's record (reads/tx above N) and costs more round trips; on
+// an overloaded machine a finisher thread can be held up that long, so such a run is made
+// again (at most 3 runs; the last is asserted whatever it shows). Without a delay the finisher
+// can fall behind a committing thread that never waits, and a transaction that meets documents
+// still being finished finishes them first: more round trips on its critical path, never
+// fewer.
+TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPath) {
+  json::object o;
+  int runs = 0;
+  for (bool kept_up = false; !kept_up && runs < 3;) {
+    ++runs;
+    RunResult r = RunCli({"--store", "memory:", "bench", "--duration", "100ms", "--rounds", "1",
+                          "--json", "--sizes", "1,2,4", "--threads", "1", "--delay", "1ms"});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    o = r.Json();
+    kept_up = true;
+    for (const json::value& v : Array(o, "rows")) {
+      if (D(v.as_object(), "reads_per_tx") != D(v.as_object(), "n")) kept_up = false;
+    }
+  }
   const json::array& rows = Array(o, "rows");
-  ASSERT_EQ(rows.size(), 2u) << r.out;
+  ASSERT_EQ(rows.size(), 3u) << json::serialize(o);
+  std::printf("[bench] --delay 1ms, finishing in the background: %d run(s) until no commit met "
+              "documents still being finished\n",
+              runs);
   for (const json::value& v : rows) {
     const json::object& row = v.as_object();
     const double n = D(row, "n");
-    SCOPED_TRACE("N=" + std::to_string(static_cast<int>(n)));
+    SCOPED_TRACE("--delay 1ms, N=" + std::to_string(static_cast<int>(n)));
+    EXPECT_EQ(D(row, "errors"), 0);
+    EXPECT_GT(D(row, "commits"), 0);
+    EXPECT_EQ(D(row, "writes_per_tx"), n == 1 ? 1 : 2 * n + 3);
+    EXPECT_EQ(D(row, "reads_per_tx"), n);
+    EXPECT_EQ(D(row, "round_trips_per_tx"), n == 1 ? 2 : 5);
+    EXPECT_EQ(D(row, "critical_round_trips_per_tx"), 2);
+    EXPECT_EQ(D(row, "batches_per_tx"), n == 1 ? 0 : 3);
+    std::printf("[bench] --delay 1ms, N=%g finishing in the background: %g round trips per "
+                "commit, %g on the critical path\n",
+                n, D(row, "round_trips_per_tx"), D(row, "critical_round_trips_per_tx"));
+  }
+
+  RunResult fast = RunCli({"--store", "memory:", "bench", "--duration", "50ms", "--rounds", "1",
+                           "--json", "--sizes", "2,4", "--threads", "1"});
+  ASSERT_EQ(fast.code, 0) << fast.out << fast.err;
+  const json::object fast_o = fast.Json();
+  const json::array& fast_rows = Array(fast_o, "rows");
+  ASSERT_EQ(fast_rows.size(), 2u) << fast.out;
+  for (const json::value& v : fast_rows) {
+    const json::object& row = v.as_object();
+    const double n = D(row, "n");
+    SCOPED_TRACE("no delay, N=" + std::to_string(static_cast<int>(n)));
+    EXPECT_EQ(D(row, "errors"), 0);
+    EXPECT_GT(D(row, "commits"), 0);
     EXPECT_EQ(D(row, "writes_per_tx"), 2 * n + 3);
     EXPECT_GE(D(row, "reads_per_tx"), n);
-    EXPECT_GE(D(row, "round_trips_per_tx"), 6);
-    EXPECT_GE(D(row, "critical_round_trips_per_tx"), 4);
-    EXPECT_LT(D(row, "critical_round_trips_per_tx"), D(row, "round_trips_per_tx"));
-    std::printf("[bench] N=%g finishing in the background: %g round trips per commit, %g on the "
-                "critical path\n",
+    EXPECT_GE(D(row, "round_trips_per_tx"), 5);
+    EXPECT_GE(D(row, "critical_round_trips_per_tx"), 2);
+    EXPECT_LE(D(row, "critical_round_trips_per_tx"), D(row, "round_trips_per_tx"));
+    std::printf("[bench] no delay, N=%g finishing in the background: %g round trips per "
+                "commit, %g on the critical path\n",
                 n, D(row, "round_trips_per_tx"), D(row, "critical_round_trips_per_tx"));
   }
 }
 
 // --delay 1ms: every store call sleeps at least 1 ms first, so one Get takes at least 1 ms
-// and an N = 1 commit (2 calls on its critical path) at least 2 ms. The histogram reports a
-// bucket's midpoint, within 3 % of the value: hence the 0.97. The latency in round trips is
-// the commit's latency over the calibrated Get's p50.
+// and a commit at least 2 ms (2 calls on its critical path for N = 1 and, finishing in the
+// background, for N >= 2). The histogram reports a bucket's midpoint, within 3 % of the
+// value: hence the 0.97. The latency in round trips is the commit's latency over the
+// calibrated Get's p50.
 TEST_F(CliTest, BenchDelayModelsARoundTripAndCalibratesIt) {
   RunResult r = RunCli({"--store", "memory:", "bench", "--json", "--duration", "100ms",
                         "--rounds", "2", "--sizes", "1,2", "--threads", "1", "--delay", "1ms"});
@@ -164,10 +212,13 @@ TEST_F(CliTest, BenchDelayModelsARoundTripAndCalibratesIt) {
     const json::object& row = v.as_object();
     const double n = D(row, "n");
     SCOPED_TRACE("N=" + std::to_string(static_cast<int>(n)));
-    // On the critical path, as counted in the tests above (the finisher keeps up easily at
-    // this pace: a commit every 4 ms, its finish taking 2 ms on another thread).
-    const double calls = n == 1 ? 2 : 4;
-    EXPECT_EQ(D(row, "critical_round_trips_per_tx"), calls);
+    // On the critical path, as counted in the test above: 2, more only for commits that met
+    // documents still being finished (which read their holder's record: reads/tx above N).
+    const double calls = 2;
+    EXPECT_GE(D(row, "critical_round_trips_per_tx"), calls);
+    if (D(row, "reads_per_tx") == n) {
+      EXPECT_EQ(D(row, "critical_round_trips_per_tx"), calls);
+    }
     EXPECT_GE(D(row, "p50_us"), 0.97 * calls * 1000);
     // The round-trip figures are the latencies over the calibration (both printed rounded).
     EXPECT_NEAR(D(row, "p50_round_trips"), D(row, "p50_us") / get_p50, 0.01);

@@ -137,8 +137,8 @@ TEST_F(CliCollectionsAttack, DropWhileOtherProcessesCommitOnTheSameCollection) {
               committed, static_cast<long long>(deleted));
 }
 
-// A drop of 6 documents in transactions of 2 writes 21 times (7 per transaction: record,
-// 2 tags, flip, 2 finishes, marker). SIGINT while it is held before write K, for every K: the
+// A drop of 6 documents in transactions of 2 writes 21 times (7 per transaction: record and
+// 2 tags in one batch, flip, 2 finishes, marker). SIGINT while it is held before write K, for every K: the
 // transaction in progress ends and commits, no other starts, exit 130, nothing held or open.
 TEST_F(CliCollectionsAttack, SigintBeforeEveryWriteOfADrop) {
   const std::string fifo = MakeFifo();
@@ -168,10 +168,13 @@ TEST_F(CliCollectionsAttack, SigintBeforeEveryWriteOfADrop) {
 
 // A second signal exits at once, leaving the transaction in progress to the collector, which
 // settles it one way or the other: what the drop deleted before stays deleted and no document
-// is lost or left held.
+// is lost or left held. The drop commits in parallel (the default): its second transaction's
+// record and 2 tags are writes 8 to 10, sent as one batch, and it is committed once they have
+// landed. Held before write 8 nothing of that batch was sent; before write 11 (the flip) it is
+// committed though the drop never learned it; before write 12 the flip has landed.
 TEST_F(CliCollectionsAttack, SecondSignalLeavesTheTransactionToTheCollector) {
   const std::string fifo = MakeFifo();
-  for (int k : {8, 11, 12}) {  // record written; tags written; committed, finishes pending
+  for (int k : {8, 11, 12}) {
     SCOPED_TRACE("hold before write " + std::to_string(k));
     const std::string coll = "k" + std::to_string(k);
     ASSERT_EQ(Apply(Inserts(coll, "i", 6)).code, 0);
@@ -187,9 +190,9 @@ TEST_F(CliCollectionsAttack, SecondSignalLeavesTheTransactionToTheCollector) {
     json::object c = Count(coll);
     EXPECT_EQ(Field(c, "held"), 0);
     EXPECT_EQ(Field(c, "live") + Field(c, "deleted"), 6);
-    // The first transaction committed; the second one committed only if its flip (write 11)
-    // was written before the signal.
-    EXPECT_EQ(Field(c, "deleted"), k == 12 ? 4 : 2) << json::serialize(c);
+    // The first transaction committed; the second one committed if its batch (writes 8 to
+    // 10) landed before the signal.
+    EXPECT_EQ(Field(c, "deleted"), k >= 11 ? 4 : 2) << json::serialize(c);
     EXPECT_EQ(Unsettled(), 0);
   }
 }
@@ -197,7 +200,8 @@ TEST_F(CliCollectionsAttack, SecondSignalLeavesTheTransactionToTheCollector) {
 // `drop __litetx.txn --force` against transactions that start meanwhile: held before its
 // second erase while a whole transaction runs, it erases only the markers it listed; while a
 // transaction is held before its record is written it erases the markers and the transaction
-// commits afterwards with its record; while the record is pending it is refused.
+// commits afterwards with its record; while the record is open (pending, or staging with every
+// document held) it is refused.
 TEST_F(CliCollectionsAttack, ForceDropOfTheTransactionRecordsWhileTransactionsStart) {
   const std::string fifo = MakeFifo();
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Apply(Inserts("c", "m" + std::to_string(i), 2)).code, 0);
@@ -230,17 +234,34 @@ TEST_F(CliCollectionsAttack, ForceDropOfTheTransactionRecordsWhileTransactionsSt
   EXPECT_EQ(State("c", "held0"), "found");
   EXPECT_EQ(Field(Count("__litetx.txn"), "settled"), 1);
 
-  // Held after its record is written (pending): refused, nothing erased.
-  { std::ofstream(dir_ + "/t2.json") << Inserts("c", "pend", 2); }
-  Child pending = Start(With({"apply", dir_ + "/t2.json"}), "hold-write:2:" + fifo);
-  ASSERT_TRUE(WaitForStderr(pending, "holding before write 2", seconds(60))) << pending.err_read;
-  RunResult refused = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
-  EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
-  EXPECT_EQ(Field(Count("__litetx.txn"), "stored"), 2);
-  Release(fifo);
-  EXPECT_EQ(Finish(pending).code, 0);
-  EXPECT_EQ(State("c", "pend1"), "found");
-  EXPECT_EQ(Unsettled(), 0);
+  // Held after its record is written: refused, nothing erased. Classic, before write 2: the
+  // record (pending) alone. Parallel, before write 4 (the flip): the record (staging) and both
+  // documents landed together as writes 1 to 3 (before write 2 nothing would be written yet).
+  struct Case {
+    const char* mode;
+    int k;
+  };
+  for (const Case& c : {Case{"classic", 2}, Case{"parallel", 4}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", held before write " +
+                 std::to_string(c.k));
+    const std::string prefix = std::string("pend-") + c.mode;
+    const std::string file = dir_ + "/" + prefix + ".json";
+    { std::ofstream(file) << Inserts("c", prefix, 2); }
+    Child pending = Start(With({"apply", file, "--commit", c.mode}),
+                          "hold-write:" + std::to_string(c.k) + ":" + fifo);
+    ASSERT_TRUE(WaitForStderr(pending, "holding before write " + std::to_string(c.k),
+                              seconds(60)))
+        << pending.err_read;
+    const std::int64_t stored = Field(Count("__litetx.txn"), "stored");
+    EXPECT_EQ(Unsettled(), 1);
+    RunResult refused = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
+    EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
+    EXPECT_EQ(Field(Count("__litetx.txn"), "stored"), stored);
+    Release(fifo);
+    EXPECT_EQ(Finish(pending).code, 0);
+    EXPECT_EQ(State("c", prefix + "1"), "found");
+    EXPECT_EQ(Unsettled(), 0);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli_harness.h"
 #include "cli_redis.h"
@@ -147,67 +148,106 @@ TEST_F(CliCollections, DropInBatchesOfOneAndOfSeven) {
 }
 
 TEST_F(CliCollections, PendingTransactionIsHeldNotLiveAndKeepsTheEngineCollection) {
-  ASSERT_EQ(Apply(kSeed).code, 0);
-  // Crash after write 3: the record, a3's placeholder and a1's tag are written; nothing
-  // committed.
+  // A crash that leaves the transaction open and not committed. Classic, after write 3: the
+  // record, a3's placeholder and a1's tag are written (the commit flip would be write 4).
+  // Parallel, after write 2: the record (staging) and a3's placeholder; a1 was never tagged
+  // (after write 3 every document would be held, and that is committed).
+  struct Case {
+    const char* mode;
+    int crash_after;
+    Counts held;  // accounts while the transaction is open
+  };
   const char* txn =
       R"({"actions":[{"op":"insert","collection":"accounts","id":"a3","doc":{"balance":1}},
                      {"op":"adjust","collection":"accounts","id":"a1","by":{"balance":-1}}]})";
-  ASSERT_EQ(Apply(txn, "crash-after-writes:3").code, 86);
-  EXPECT_EQ(Count("accounts"), (Counts{2, 0, 2, 3}));
-  ASSERT_EQ(PendingRecords(), 1u);
+  for (const Case& c : {Case{"classic", 3, Counts{2, 0, 2, 3}},
+                        Case{"parallel", 2, Counts{2, 0, 1, 3}}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", crash-after-writes:" +
+                 std::to_string(c.crash_after));
+    path_ = dir_ + "/db-" + c.mode;
+    store_ = "lmdb:" + path_;
+    ASSERT_EQ(Apply(kSeed).code, 0);
+    ASSERT_EQ(Apply(txn, "crash-after-writes:" + std::to_string(c.crash_after),
+                    {"--commit", c.mode})
+                  .code,
+              86);
+    EXPECT_EQ(Count("accounts"), c.held);
+    ASSERT_EQ(PendingRecords(), 1u);
 
-  RunResult txns = Cli({"collections", "count", "__litetx.txn", "--format", "json"});
-  ASSERT_EQ(txns.code, 0) << txns.err;
-  EXPECT_EQ(txns.Json()["unsettled"], 1);
+    RunResult txns = Cli({"collections", "count", "__litetx.txn", "--format", "json"});
+    ASSERT_EQ(txns.code, 0) << txns.err;
+    EXPECT_EQ(txns.Json()["unsettled"], 1);
 
-  // The engine's collection: refused without --force, naming it ...
-  RunResult plain = Cli({"collections", "drop", "__litetx.txn", "--yes"});
-  EXPECT_EQ(plain.code, 2);
-  EXPECT_NE(plain.err.find("--force"), std::string::npos) << plain.err;
-  // ... and with --force while a record is unsettled.
-  RunResult forced = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
-  EXPECT_EQ(forced.code, 1) << forced.out << forced.err;
-  EXPECT_NE(forced.err.find("not settled"), std::string::npos) << forced.err;
-  EXPECT_EQ(PendingRecords(), 1u);
-  EXPECT_EQ(Count("accounts"), (Counts{2, 0, 2, 3}));
+    // The engine's collection: refused without --force, naming it ...
+    RunResult plain = Cli({"collections", "drop", "__litetx.txn", "--yes"});
+    EXPECT_EQ(plain.code, 2);
+    EXPECT_NE(plain.err.find("--force"), std::string::npos) << plain.err;
+    // ... and with --force while a record is unsettled.
+    RunResult forced = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
+    EXPECT_EQ(forced.code, 1) << forced.out << forced.err;
+    EXPECT_NE(forced.err.find("not settled"), std::string::npos) << forced.err;
+    EXPECT_EQ(PendingRecords(), 1u);
+    EXPECT_EQ(Count("accounts"), c.held);
 
-  // Settled by the collector, the records are outcome markers; --force erases them.
-  RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
-  ASSERT_EQ(gc.code, 0) << gc.err;
-  EXPECT_EQ(Count("accounts"), (Counts{2, 0, 0, 3}));  // the placeholder stays until purged
-  RunResult settled = Cli({"collections", "count", "__litetx.txn", "--format", "json"});
-  const std::int64_t markers = settled.Json()["settled"].as_int64();
-  EXPECT_GE(markers, 1);
-  EXPECT_EQ(settled.Json()["unsettled"], 0);
-  RunResult erased = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
-  ASSERT_EQ(erased.code, 0) << erased.err;
-  EXPECT_EQ(erased.Json()["erased"], markers);
-  EXPECT_EQ(Names({"--all"}), std::vector<std::string>{"accounts"});
-  EXPECT_EQ(Get("accounts", "a1")["doc"].as_object()["balance"], 100);
+    // Settled by the collector, the records are outcome markers; --force erases them.
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
+    ASSERT_EQ(gc.code, 0) << gc.err;
+    EXPECT_EQ(gc.Json()["reversed"], 1) << gc.out;
+    EXPECT_EQ(Count("accounts"), (Counts{2, 0, 0, 3}));  // the placeholder stays until purged
+    RunResult settled = Cli({"collections", "count", "__litetx.txn", "--format", "json"});
+    const std::int64_t markers = settled.Json()["settled"].as_int64();
+    EXPECT_GE(markers, 1);
+    EXPECT_EQ(settled.Json()["unsettled"], 0);
+    RunResult erased = Cli({"collections", "drop", "__litetx.txn", "--yes", "--force"});
+    ASSERT_EQ(erased.code, 0) << erased.err;
+    EXPECT_EQ(erased.Json()["erased"], markers);
+    EXPECT_EQ(Names({"--all"}), std::vector<std::string>{"accounts"});
+    EXPECT_EQ(Get("accounts", "a1")["doc"].as_object()["balance"], 100);
+  }
 }
 
 TEST_F(CliCollections, DocumentsHeldByAnotherTransactionAreReportedBusy) {
-  ASSERT_EQ(Apply(kSeed).code, 0);
-  ASSERT_EQ(Apply(InsertMany("accounts", 3)).code, 0);
-  // Crash after write 3 of the transfer: a1 and a2 are held by a pending transaction.
-  ASSERT_EQ(Apply(kTransfer, "crash-after-writes:3").code, 86);
-  RunResult r = Cli({"collections", "drop", "accounts", "--yes", "--busy-timeout", "20ms",
-                     "--timeout", "0"});
-  EXPECT_EQ(r.code, 11) << r.out << r.err;
-  json::object o = r.Json();
-  EXPECT_EQ(o["deleted"], 3);  // the three free documents, each alone after the batch was busy
-  ASSERT_EQ(o["busy"].as_array().size(), 2u) << r.out;
-  EXPECT_EQ(o["busy"].as_array()[0].as_object()["id"], "a1");
-  EXPECT_NE(r.err.find("held by other transactions"), std::string::npos) << r.err;
-  EXPECT_EQ(Count("accounts"), (Counts{2, 3, 2, 5}));
-  // Once the holder is settled, drop finishes the job.
-  ASSERT_EQ(Cli({"gc", "--once", "--older-than", "1ms"}).code, 0);
-  RunResult again = Cli({"collections", "drop", "accounts", "--yes"});
-  ASSERT_EQ(again.code, 0) << again.err;
-  EXPECT_EQ(again.Json()["deleted"], 2);
-  EXPECT_EQ(Count("accounts"), (Counts{0, 5, 0, 5}));
-  EXPECT_EQ(Unsettled(), 0);
+  // A transfer crashed while it holds documents and is not committed. Classic, after write 3:
+  // a1 and a2 are held by a pending transaction. Parallel, after write 2: a1 is held by a
+  // staging transaction that never held a2 (so it cannot have committed; its lease has not
+  // run out, so it counts as live), and a2 is free.
+  struct Case {
+    const char* mode;
+    int crash_after;
+    std::vector<std::string> busy;  // ids the drop reports busy, in order
+  };
+  for (const Case& c : {Case{"classic", 3, {"a1", "a2"}}, Case{"parallel", 2, {"a1"}}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", crash-after-writes:" +
+                 std::to_string(c.crash_after));
+    path_ = dir_ + "/db-" + c.mode;
+    store_ = "lmdb:" + path_;
+    ASSERT_EQ(Apply(kSeed).code, 0);
+    ASSERT_EQ(Apply(InsertMany("accounts", 3)).code, 0);
+    ASSERT_EQ(Apply(kTransfer, "crash-after-writes:" + std::to_string(c.crash_after),
+                    {"--commit", c.mode})
+                  .code,
+              86);
+    const std::int64_t busy = static_cast<std::int64_t>(c.busy.size());
+    RunResult r = Cli({"collections", "drop", "accounts", "--yes", "--busy-timeout", "20ms",
+                       "--timeout", "0"});
+    EXPECT_EQ(r.code, 11) << r.out << r.err;
+    json::object o = r.Json();
+    // The free documents, each alone after the batch was busy.
+    EXPECT_EQ(o["deleted"], 5 - busy);
+    ASSERT_EQ(o["busy"].as_array().size(), c.busy.size()) << r.out;
+    for (std::size_t i = 0; i < c.busy.size(); ++i) {
+      EXPECT_EQ(o["busy"].as_array()[i].as_object()["id"], c.busy[i].c_str()) << r.out;
+    }
+    EXPECT_NE(r.err.find("held by other transactions"), std::string::npos) << r.err;
+    EXPECT_EQ(Count("accounts"), (Counts{busy, 5 - busy, busy, 5}));
+    // Once the holder is settled, drop finishes the job.
+    ASSERT_EQ(Cli({"gc", "--once", "--older-than", "1ms"}).code, 0);
+    RunResult again = Cli({"collections", "drop", "accounts", "--yes"});
+    ASSERT_EQ(again.code, 0) << again.err;
+    EXPECT_EQ(again.Json()["deleted"], busy);
+    EXPECT_EQ(Count("accounts"), (Counts{0, 5, 0, 5}));
+    EXPECT_EQ(Unsettled(), 0);
+  }
 }
 
 TEST_F(CliCollections, SigintDuringDropFinishesTheTransactionAndExits130) {
@@ -215,7 +255,8 @@ TEST_F(CliCollections, SigintDuringDropFinishesTheTransactionAndExits130) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   ASSERT_EQ(Apply(InsertMany("items", 20)).code, 0);
   // --batch 5: a transaction is 1 record create + 5 tags + commit + 5 finishes + record
-  // replace(s); hold before write 3, inside the first transaction.
+  // replace(s); hold before write 3, inside the first transaction (before the batch of its
+  // record and its tags: the drop commits in parallel, the default).
   Child drop = Start(With({"collections", "drop", "items", "--yes", "--batch", "5"}),
                      "hold-write:3:" + fifo);
   ASSERT_TRUE(WaitForStderr(drop, "holding before write 3", seconds(60))) << drop.err_read;

@@ -37,19 +37,50 @@ TEST_F(CliTest, GetFoundNotFoundAndDeleted) {
   EXPECT_NE(bad.err.find("reserved"), std::string::npos);
 }
 
+// Update x and insert z, crashing while the transaction holds documents. `get --uncommitted`
+// shows the stored image and its holder; `get` shows the committed view.
 TEST_F(CliTest, GetUncommittedShowsTheHolder) {
-  ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}}]})").code, 0);
-  // Insert z and update x, crashing once both are held (record + 2 writes).
-  RunResult crash = Apply(R"({"actions":[{"op":"update","collection":"c","id":"x","set":{"n":2}},
-                                         {"op":"insert","collection":"c","id":"z","doc":{"n":3}}]})",
-                          "crash-after-writes:3");
-  ASSERT_EQ(crash.code, 86);
-  json::object raw = Cli({"get", "--uncommitted", "c", "x"}).Json();
-  EXPECT_EQ(json::serialize(raw["doc"]), R"({"n":2})");
-  EXPECT_TRUE(raw["txn"].is_string());
-  EXPECT_EQ(raw["deleting"], false);
-  EXPECT_EQ(json::serialize(Get("c", "x")["doc"]), R"({"n":1})");  // committed view
-  EXPECT_EQ(Get("c", "z")["status"], "not_found");
+  const char* txn = R"({"actions":[{"op":"update","collection":"c","id":"x","set":{"n":2}},
+                                   {"op":"insert","collection":"c","id":"z","doc":{"n":3}}]})";
+  struct Case {
+    const char* mode;
+    int crash_after;
+    bool committed;  // what a reader finds
+  };
+  // Classic, after write 3: record (pending), x and z held; committed only by the flip (write
+  // 4), so a reader sees x's pre-image and no z. Parallel, after write 2: record (staging) and
+  // x held, z never: not committed. Parallel, after write 3: record and both held: committed;
+  // the reader proves it (it moves the record to committed) and sees the new images, while
+  // both documents are still held.
+  for (const Case& c : {Case{"classic", 3, false}, Case{"parallel", 2, false},
+                        Case{"parallel", 3, true}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", crash-after-writes:" +
+                 std::to_string(c.crash_after));
+    path_ = dir_ + "/db-" + c.mode + std::to_string(c.crash_after);
+    store_ = "lmdb:" + path_;
+    ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}}]})").code, 0);
+    RunResult crash = Apply(txn, "crash-after-writes:" + std::to_string(c.crash_after),
+                            {"--commit", c.mode});
+    ASSERT_EQ(crash.code, 86);
+    json::object raw = Cli({"get", "--uncommitted", "c", "x"}).Json();
+    EXPECT_EQ(json::serialize(raw["doc"]), R"({"n":2})");
+    EXPECT_TRUE(raw["txn"].is_string());
+    EXPECT_EQ(raw["deleting"], false);
+    const std::string holder = raw["txn"].is_string() ? raw["txn"].as_string().c_str() : "";
+    EXPECT_EQ(Cli({"txns", "--state", "pending"}).Json()["count"], 1);
+    EXPECT_EQ(json::serialize(Get("c", "x")["doc"]), c.committed ? R"({"n":2})" : R"({"n":1})");
+    json::object z = Get("c", "z");
+    EXPECT_EQ(z["status"], c.committed ? "found" : "not_found") << json::serialize(z);
+    // The reader recorded what it proved; nothing else changed.
+    json::array committed = Cli({"txns", "--state", "committed"}).Json()["transactions"].as_array();
+    ASSERT_EQ(committed.size(), c.committed ? 1u : 0u);
+    if (c.committed) {
+      EXPECT_EQ(committed[0].as_object()["id"], holder.c_str());
+      EXPECT_EQ(committed[0].as_object()["done"], false);
+    }
+    EXPECT_TRUE(Cli({"get", "--uncommitted", "c", "x"}).Json()["txn"].is_string());
+    EXPECT_EQ(Cli({"txns", "--state", "pending"}).Json()["count"], c.committed ? 0 : 1);
+  }
 }
 
 TEST_F(CliTest, ScanListsTheCommittedView) {

@@ -271,11 +271,15 @@ TEST_F(PolishTest, InputErrorsSayWhatIsWrong) {
 }
 
 TEST_F(PolishTest, BusyNamesTheHolderAndTheWayOut) {
-  // A coordinator holds x and y and waits before its commit flip (write 4).
+  // A live coordinator holds x and y and waits before its commit flip (write 4). Classic
+  // commit: on the default parallel path the record and both documents land together and the
+  // transaction is committed before write 4, so a writer meeting its documents would prove
+  // the commit and go on instead of waiting.
   const std::string fifo = dir_ + "/release";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"z","doc":{}}]})").code, 0);
-  Child holder = Start(With({"apply", "-"}), "hold-write:4:" + fifo, kTwoDocs);
+  Child holder =
+      Start(With({"apply", "-", "--commit", "classic"}), "hold-write:4:" + fifo, kTwoDocs);
   ASSERT_TRUE(WaitForStderr(holder, "holding before write 4", std::chrono::seconds(60)))
       << holder.err_read;
   std::string holder_id = Cli({"txns", "--state", "pending"})
@@ -293,6 +297,24 @@ TEST_F(PolishTest, BusyNamesTheHolderAndTheWayOut) {
   EXPECT_EQ(::write(release, "x", 1), 1);
   ::close(release);
   EXPECT_EQ(Finish(holder).code, 0);
+
+  // A parallel commit whose coordinator died after its record (staging) and x landed, before
+  // y: not committed (y was never held) and within its lease, so a holder to wait for too.
+  RunResult crashed = Apply(R"({"actions":[{"op":"update","collection":"c","id":"x","set":{"n":5}},
+                                            {"op":"update","collection":"c","id":"y","set":{"n":6}}]})",
+                            "crash-after-writes:2");
+  ASSERT_EQ(crashed.code, 86) << crashed.err;
+  const json::array open = Cli({"txns", "--state", "pending"}).Json()["transactions"].as_array();
+  ASSERT_EQ(open.size(), 1u);
+  const std::string staging_id = open.at(0).as_object().at("id").as_string().c_str();
+  busy = Apply(R"({"actions":[{"op":"delete","collection":"c","id":"x"},
+                               {"op":"delete","collection":"c","id":"z"}]})",
+               "", {"--busy-timeout", "0"});
+  EXPECT_EQ(busy.code, 11) << busy.out << busy.err;
+  message = busy.Json()["message"].as_string().c_str();
+  EXPECT_NE(message.find("held by transaction " + staging_id), std::string::npos)
+      << message << " / " << staging_id;
+  EXPECT_NE(message.find("litetx gc --once --older-than"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -70,95 +70,167 @@ class CliSignal : public CliTest {
   std::string fifo_;
 };
 
+// Where a transfer (kTransfer, 7 writes) is held, by commit mode. Classic: record (pending),
+// a1, a2, flip, finishes, marker, one write per round trip. Parallel: the record (staging) and
+// both applies go as one batch (writes 1 to 3) and the transaction is committed once they have
+// landed; a hold before any write of the batch holds it before the batch is sent, with nothing
+// of it written.
+struct HoldCase {
+  const char* mode;   // apply --commit
+  int k;              // hold-write:K
+  int unsettled;      // open records while held
+  const char* where;  // for the trace
+};
+
 TEST_F(CliSignal, ApplyInterruptedMidTransactionRunsItToItsEnd) {
-  for (const Sig& sig : kSignals) {
-    SCOPED_TRACE(sig.name);
-    ASSERT_EQ(Apply(kSeed).code, 0);
-    // Held before write 2: the record exists, no document is held yet.
-    Child apply = Start(With({"apply", "-"}), "hold-write:2:" + fifo_, kTransfer);
-    ASSERT_TRUE(WaitForStderr(apply, "holding before write 2", seconds(60))) << apply.err_read;
-    EXPECT_EQ(Unsettled(), 1);
-    Signal(apply, sig);
-    Release();
-    RunResult r = Finish(apply);
-    EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
-    json::object o = r.Json();
-    EXPECT_EQ(o["outcome"], "committed");
-    EXPECT_EQ(o["interrupted"], sig.name);
-    EXPECT_NE(r.err.find("the transaction ran to its end: committed"), std::string::npos) << r.err;
-    EXPECT_EQ(Unsettled(), 0);
-    ExpectUnheld();
-    EXPECT_EQ(Balance("a1"), 70);
-    EXPECT_EQ(Balance("a2"), 80);
-    // The next round starts from a fresh store.
-    path_ = dir_ + "/db-" + sig.name;
-    store_ = "lmdb:" + path_;
+  const HoldCase cases[] = {
+      {"classic", 2, 1, "the record written, no document held yet"},
+      {"parallel", 2, 0, "before the batch of the record and the applies: nothing written"},
+      {"parallel", 4, 1, "committed (record and applies landed), before the flip"}};
+  for (const HoldCase& c : cases) {
+    for (const Sig& sig : kSignals) {
+      SCOPED_TRACE(std::string("--commit ") + c.mode + ", held before write " +
+                   std::to_string(c.k) + " (" + c.where + "), " + sig.name);
+      path_ = dir_ + "/db-" + c.mode + std::to_string(c.k) + "-" + sig.name;
+      store_ = "lmdb:" + path_;
+      ASSERT_EQ(Apply(kSeed).code, 0);
+      Child apply = Start(With({"apply", "-", "--commit", c.mode}),
+                          "hold-write:" + std::to_string(c.k) + ":" + fifo_, kTransfer);
+      ASSERT_TRUE(WaitForStderr(apply, "holding before write " + std::to_string(c.k),
+                                seconds(60)))
+          << apply.err_read;
+      EXPECT_EQ(Unsettled(), c.unsettled);
+      Signal(apply, sig);
+      Release();
+      RunResult r = Finish(apply);
+      EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
+      json::object o = r.Json();
+      EXPECT_EQ(o["outcome"], "committed");
+      EXPECT_EQ(o["interrupted"], sig.name);
+      EXPECT_NE(r.err.find("the transaction ran to its end: committed"), std::string::npos)
+          << r.err;
+      EXPECT_EQ(Unsettled(), 0);
+      ExpectUnheld();
+      EXPECT_EQ(Balance("a1"), 70);
+      EXPECT_EQ(Balance("a2"), 80);
+    }
   }
 }
 
+// Held with a1 held and its record open, a second signal ends the process at once; the
+// collector settles what it left. Classic, before write 3: record and a1 written, not
+// committed: reversed. Parallel, before write 4: record and both applies landed together, so
+// it committed though the process never said so: finished.
 TEST_F(CliSignal, ApplySecondSignalExitsAtOnceAndTheCollectorSettles) {
-  ASSERT_EQ(Apply(kSeed).code, 0);
-  // Held before write 3: the record and a1 written, a1 held.
-  Child apply = Start(With({"apply", "-"}), "hold-write:3:" + fifo_, kTransfer);
-  ASSERT_TRUE(WaitForStderr(apply, "holding before write 3", seconds(60))) << apply.err_read;
-  Signal(apply, kSignals[0]);
-  ASSERT_EQ(::kill(apply.pid, SIGTERM), 0);  // the second may be either signal
-  ASSERT_TRUE(WaitForStderr(apply, kSecond, seconds(60))) << apply.err_read;
-  RunResult r = Finish(apply);  // never released: it exited while held
-  EXPECT_EQ(r.code, 143) << r.err;
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(Unsettled(), 1);
-  RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
-  EXPECT_EQ(gc.code, 0) << gc.err;
-  EXPECT_EQ(gc.Json()["reversed"], 1);
-  EXPECT_EQ(Unsettled(), 0);
-  ExpectUnheld();
-  EXPECT_EQ(Balance("a1"), 100);
-  EXPECT_EQ(Balance("a2"), 50);
-}
-
-TEST_F(CliSignal, GcOnceInterruptedFinishesItsPass) {
-  for (const Sig& sig : kSignals) {
-    SCOPED_TRACE(sig.name);
+  struct Case {
+    const char* mode;
+    int k;
+    const char* counter;  // what the collector does
+    std::int64_t a1, a2;
+  };
+  for (const Case& c : {Case{"classic", 3, "reversed", 100, 50},
+                        Case{"parallel", 4, "finished", 70, 80}}) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", held before write " +
+                 std::to_string(c.k));
+    path_ = dir_ + "/db-" + c.mode;
+    store_ = "lmdb:" + path_;
     ASSERT_EQ(Apply(kSeed).code, 0);
-    ASSERT_EQ(Apply(kTransfer, "crash-after-writes:3").code, 86);  // record, a1 held
-    // The collector is held before its first write (its claim of the record).
-    Child gc = Start(With({"gc", "--once", "--older-than", "1ms"}), "hold-write:1:" + fifo_);
-    ASSERT_TRUE(WaitForStderr(gc, "holding before write 1", seconds(60))) << gc.err_read;
-    Signal(gc, sig);
-    Release();
-    RunResult r = Finish(gc);
-    EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
-    json::object o = r.Json();
-    EXPECT_EQ(o["status"], "ok");
-    EXPECT_EQ(o["reversed"], 1);
-    EXPECT_EQ(o["interrupted"], sig.name);
+    Child apply = Start(With({"apply", "-", "--commit", c.mode}),
+                        "hold-write:" + std::to_string(c.k) + ":" + fifo_, kTransfer);
+    ASSERT_TRUE(WaitForStderr(apply, "holding before write " + std::to_string(c.k),
+                              seconds(60)))
+        << apply.err_read;
+    Signal(apply, kSignals[0]);
+    ASSERT_EQ(::kill(apply.pid, SIGTERM), 0);  // the second may be either signal
+    ASSERT_TRUE(WaitForStderr(apply, kSecond, seconds(60))) << apply.err_read;
+    RunResult r = Finish(apply);  // never released: it exited while held
+    EXPECT_EQ(r.code, 143) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(Unsettled(), 1);
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
+    EXPECT_EQ(gc.code, 0) << gc.err;
+    EXPECT_EQ(gc.Json()[c.counter], 1) << gc.out;
     EXPECT_EQ(Unsettled(), 0);
     ExpectUnheld();
-    EXPECT_EQ(Balance("a1"), 100);
-    path_ = dir_ + "/db-" + sig.name;
-    store_ = "lmdb:" + path_;
+    EXPECT_EQ(Balance("a1"), c.a1);
+    EXPECT_EQ(Balance("a2"), c.a2);
+  }
+}
+
+// A crashed transfer left for the collector: classic, crashed after write 3 (record, a1, a2
+// held, not committed: the collector's first write claims the record and it reverses the
+// transfer); parallel, crashed after write 2 (staging record, a1 held, a2 not: the collector's
+// first write fences a2 and it reverses the transfer) or after write 3 (every document held:
+// committed; the collector's first write records the proof and it finishes the transfer).
+struct LeftCase {
+  const char* mode;
+  int crash_after;
+  const char* counter;  // what the collector does
+  std::int64_t a1;
+};
+const LeftCase kLeft[] = {{"classic", 3, "reversed", 100},
+                          {"parallel", 2, "reversed", 100},
+                          {"parallel", 3, "finished", 70}};
+
+TEST_F(CliSignal, GcOnceInterruptedFinishesItsPass) {
+  for (const LeftCase& c : kLeft) {
+    for (const Sig& sig : kSignals) {
+      SCOPED_TRACE(std::string("--commit ") + c.mode + ", crash-after-writes:" +
+                   std::to_string(c.crash_after) + ", " + sig.name);
+      path_ = dir_ + "/db-" + c.mode + std::to_string(c.crash_after) + "-" + sig.name;
+      store_ = "lmdb:" + path_;
+      ASSERT_EQ(Apply(kSeed).code, 0);
+      ASSERT_EQ(Apply(kTransfer, "crash-after-writes:" + std::to_string(c.crash_after),
+                      {"--commit", c.mode})
+                    .code,
+                86);
+      // The collector is held before its first write.
+      Child gc = Start(With({"gc", "--once", "--older-than", "1ms"}), "hold-write:1:" + fifo_);
+      ASSERT_TRUE(WaitForStderr(gc, "holding before write 1", seconds(60))) << gc.err_read;
+      Signal(gc, sig);
+      Release();
+      RunResult r = Finish(gc);
+      EXPECT_EQ(r.code, sig.exit_code) << r.out << r.err;
+      json::object o = r.Json();
+      EXPECT_EQ(o["status"], "ok");
+      EXPECT_EQ(o[c.counter], 1) << r.out;
+      EXPECT_EQ(o["interrupted"], sig.name);
+      EXPECT_EQ(Unsettled(), 0);
+      ExpectUnheld();
+      EXPECT_EQ(Balance("a1"), c.a1);
+    }
   }
 }
 
 TEST_F(CliSignal, GcBackgroundSecondSignalExitsAtOnce) {
-  ASSERT_EQ(Apply(kSeed).code, 0);
-  ASSERT_EQ(Apply(kTransfer, "crash-after-writes:3").code, 86);
-  // The background collector's run is held at its first write: the first signal's Stop waits
-  // for that run, so only the second signal can end the process.
-  Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "1ms"}),
-                   "hold-write:1:" + fifo_);
-  ASSERT_TRUE(WaitForStderr(gc, "holding before write 1", seconds(60))) << gc.err_read;
-  Signal(gc, kSignals[1]);
-  ASSERT_EQ(::kill(gc.pid, SIGINT), 0);
-  ASSERT_TRUE(WaitForStderr(gc, kSecond, seconds(60))) << gc.err_read;
-  RunResult r = Finish(gc);
-  EXPECT_EQ(r.code, 130) << r.err;
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(Unsettled(), 1);  // its claim never landed
-  EXPECT_EQ(Cli({"gc", "--once", "--older-than", "1ms"}).Json()["reversed"], 1);
-  EXPECT_EQ(Unsettled(), 0);
-  ExpectUnheld();
+  for (const LeftCase& c : kLeft) {
+    SCOPED_TRACE(std::string("--commit ") + c.mode + ", crash-after-writes:" +
+                 std::to_string(c.crash_after));
+    path_ = dir_ + "/db-" + c.mode + std::to_string(c.crash_after);
+    store_ = "lmdb:" + path_;
+    ASSERT_EQ(Apply(kSeed).code, 0);
+    ASSERT_EQ(Apply(kTransfer, "crash-after-writes:" + std::to_string(c.crash_after),
+                    {"--commit", c.mode})
+                  .code,
+              86);
+    // The background collector's run is held at its first write: the first signal's Stop
+    // waits for that run, so only the second signal can end the process.
+    Child gc = Start(With({"gc", "--interval", "20ms", "--older-than", "1ms"}),
+                     "hold-write:1:" + fifo_);
+    ASSERT_TRUE(WaitForStderr(gc, "holding before write 1", seconds(60))) << gc.err_read;
+    Signal(gc, kSignals[1]);
+    ASSERT_EQ(::kill(gc.pid, SIGINT), 0);
+    ASSERT_TRUE(WaitForStderr(gc, kSecond, seconds(60))) << gc.err_read;
+    RunResult r = Finish(gc);
+    EXPECT_EQ(r.code, 130) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(Unsettled(), 1);  // its first write never landed
+    RunResult again = Cli({"gc", "--once", "--older-than", "1ms"});
+    EXPECT_EQ(again.Json()[c.counter], 1) << again.out;
+    EXPECT_EQ(Unsettled(), 0);
+    ExpectUnheld();
+    EXPECT_EQ(Balance("a1"), c.a1);
+  }
 }
 
 TEST_F(CliSignal, BenchInterruptedRemovesItsDocuments) {

@@ -174,6 +174,8 @@ struct Totals {
                 in_doubt_not_applied = 0;
   std::uint64_t left_open = 0;  // records the kills left open (all settled by the collector)
   std::uint64_t gc_finished = 0, gc_reversed = 0;
+  // The same two counts over the rounds of each commit mode ([0] parallel, [1] classic).
+  std::uint64_t gc_finished_by_mode[2] = {0, 0}, gc_reversed_by_mode[2] = {0, 0};
   std::uint64_t ledger_docs = 0, rolled_back_ids = 0;
 };
 
@@ -322,6 +324,8 @@ void RunKillRounds(const Plan& plan) {
     t.left_open += *left;
     t.gc_finished += st.finished;
     t.gc_reversed += st.reversed;
+    t.gc_finished_by_mode[classic ? 1 : 0] += st.finished;
+    t.gc_reversed_by_mode[classic ? 1 : 0] += st.reversed;
     t.rounds = round;
     if (round % full_audit_every == 0 || round == rounds) {
       // The whole ledger again: nothing audited earlier may have changed since.
@@ -342,7 +346,8 @@ void RunKillRounds(const Plan& plan) {
   std::printf(
       "[kill9] %s: rounds %d, acks %llu, failed %llu, in doubt at the kill %llu (applied %llu, "
       "not applied %llu), ledger docs %llu, rolled-back ledger ids %llu, records left open %llu "
-      "(GC finished %llu, reversed %llu), %.1f s\n",
+      "(GC finished %llu, reversed %llu; in parallel-commit rounds finished %llu, reversed %llu; "
+      "in classic rounds finished %llu, reversed %llu), %.1f s\n",
       plan.name, t.rounds, static_cast<unsigned long long>(t.acks),
       static_cast<unsigned long long>(t.failed), static_cast<unsigned long long>(t.in_doubt),
       static_cast<unsigned long long>(t.in_doubt_applied),
@@ -351,7 +356,11 @@ void RunKillRounds(const Plan& plan) {
       static_cast<unsigned long long>(t.rolled_back_ids),
       static_cast<unsigned long long>(t.left_open),
       static_cast<unsigned long long>(t.gc_finished),
-      static_cast<unsigned long long>(t.gc_reversed), seconds);
+      static_cast<unsigned long long>(t.gc_reversed),
+      static_cast<unsigned long long>(t.gc_finished_by_mode[0]),
+      static_cast<unsigned long long>(t.gc_reversed_by_mode[0]),
+      static_cast<unsigned long long>(t.gc_finished_by_mode[1]),
+      static_cast<unsigned long long>(t.gc_reversed_by_mode[1]), seconds);
   std::fflush(stdout);
   if (rounds >= kRoundsForTotals) {
     // Over this many random kills each kind of outcome occurs (each is seen dozens of times
@@ -362,9 +371,20 @@ void RunKillRounds(const Plan& plan) {
     EXPECT_GT(t.in_doubt_not_applied, 0u);
     EXPECT_GT(t.gc_finished, 0u);
     EXPECT_GT(t.gc_reversed, 0u);
+    // Kills in parallel-commit rounds leave committed records to finish (a staging record with
+    // every document held, or a flipped one whose finishing was cut short); kills in classic
+    // rounds leave pending records to reverse.
+    EXPECT_GT(t.gc_finished_by_mode[0], 0u);
+    EXPECT_GT(t.gc_reversed_by_mode[1], 0u);
     if (plan.contended) {
       EXPECT_GT(t.failed, 0u);
     }
+  }
+  if (!plan.contended && plan.gc_in_child_every == 0) {
+    // One thread, no collector in the worker: a parallel commit's record and document writes
+    // land in one LMDB write transaction, so a kill leaves all of them or none, and the
+    // collector never has one to reverse.
+    EXPECT_EQ(t.gc_reversed_by_mode[0], 0u);
   }
   std::filesystem::remove_all(dir);
 }
