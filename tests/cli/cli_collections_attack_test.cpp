@@ -138,8 +138,9 @@ TEST_F(CliCollectionsAttack, DropWhileOtherProcessesCommitOnTheSameCollection) {
 }
 
 // A drop of 6 documents in transactions of 2 writes 21 times (7 per transaction: record and
-// 2 tags in one batch, flip, 2 finishes, marker). SIGINT while it is held before write K, for every K: the
-// transaction in progress ends and commits, no other starts, exit 130, nothing held or open.
+// 2 tags in one batch, flip, 2 finishes, marker). SIGINT while it is held before write K, for
+// every K: the transaction in progress ends and commits, no other starts, exit 130, nothing
+// held or open.
 TEST_F(CliCollectionsAttack, SigintBeforeEveryWriteOfADrop) {
   const std::string fifo = MakeFifo();
   for (int k = 1; k <= 21; ++k) {

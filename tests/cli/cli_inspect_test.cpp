@@ -58,7 +58,8 @@ TEST_F(CliTest, GetUncommittedShowsTheHolder) {
                  std::to_string(c.crash_after));
     path_ = dir_ + "/db-" + c.mode + std::to_string(c.crash_after);
     store_ = "lmdb:" + path_;
-    ASSERT_EQ(Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}}]})").code, 0);
+    ASSERT_EQ(
+        Apply(R"({"actions":[{"op":"insert","collection":"c","id":"x","doc":{"n":1}}]})").code, 0);
     RunResult crash = Apply(txn, "crash-after-writes:" + std::to_string(c.crash_after),
                             {"--commit", c.mode});
     ASSERT_EQ(crash.code, 86);
