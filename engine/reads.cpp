@@ -32,13 +32,14 @@ ReadResult RawImage(const boost::json::object& stored, const Meta& meta) {
 
 Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolation) {
   std::string where = key.collection + "/" + key.id;
-  // A holder may finish between our two reads (document, then record): then read the document
-  // again. If the same holder is still there, the record read in between — gone or already an
-  // outcome marker — came after a read that showed the hold: the hold is dangling (a write that
-  // landed after its transaction was over, never part of any outcome), and the document reads
-  // as it was before that write, from the hold's own undo data.
-  constexpr int kRounds = 4;
-  std::string over;  // a holder whose record was found gone or settled after the document read
+  // A holder may finish between our two reads (document, then record). Its outcome marker says
+  // how; if the record is gone (purged after the outcome retention) read the document again. If
+  // the same holder is still there, the record read in between came after a read that showed
+  // the hold: the hold is dangling (a write that landed after its transaction was over, never
+  // part of any outcome), and the document reads as it was before that write, from the hold's
+  // own undo data.
+  constexpr int kRounds = 8;
+  std::string over;  // a holder whose record was found gone after the document read
   for (int round = 0; round < kRounds; ++round) {
     auto g = GetWithRetry(env, key);
     if (!g.ok()) return g.status();
@@ -71,8 +72,19 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
                                 record.status().message());
     }
     if (record->done) {
-      over = meta->txn;
-      continue;
+      // An outcome marker: the transaction is over and its outcome known. Committed: it was
+      // committed at some instant between our two reads, and until its hold here was cleared
+      // nobody else could write this document, so its image was the committed value then.
+      // Aborted (or a fence): it never commits, so at the document read the committed value
+      // was the one before its write, from the hold's own undo data (also for a dangling hold).
+      if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
+      auto undo = UndoOf(key, doc.value);
+      if (!undo.ok()) {
+        return Status::Corruption(where + " is held by transaction " + meta->txn +
+                                  ", which is over, and cannot be read through: " +
+                                  undo.status().message());
+      }
+      return PreImage(doc.value, *undo);
     }
     if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
     const WorkAction* work = record->Find(key);
@@ -86,7 +98,9 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
       auto proved = ResolveStaging(env, meta->txn, *record, (*rg)->revision, /*fence=*/false,
                                    "reader", env.clock.NowMillis());
       if (!proved.ok()) return proved.status();
-      if (proved->has_value()) continue;
+      // Proved and recorded committed: committed no earlier than the document read showed it
+      // held, and nobody else can write it before the hold is cleared — its image is the value.
+      if (proved->has_value()) return CommittedImage(doc.value, *meta);
       // A document was not held. If the record is still staging at the revision read, no hold
       // could have ended in between: the transaction was not committed when that document was
       // read, and this read is ordered before it. Otherwise look again.

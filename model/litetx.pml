@@ -50,7 +50,9 @@
  *   CAS'd to committed if every document was held, else to aborted.
  * - The reader, on a staging holder: every listed document held -> it proves the commit (CAS
  *   staging -> committed) and returns the new image; otherwise it reads the record again and
- *   returns the pre-image only if it is still staging at the same revision.
+ *   returns the pre-image only if it is still staging at the same revision. On an outcome
+ *   marker it returns the new image (committed) or the hold's undo data (aborted, a fence); on
+ *   an absent record it reads the document again (the same holder: a dangling hold).
  *
  * Collectors (both paths): claim a stale pending record (CAS to aborted), finish or reverse
  * each document (fencing those the coordinator may still write), the outcome marker, the
@@ -1566,7 +1568,7 @@ proctype Reader() {
      round = 0; over = 0; got = 0;
      start = COMBITS;   /* committed before the read began: the read must show them */
      do
-     :: round < 4 ->
+     :: round < 8 ->
         atomic {
           x_ex = doc[d].ex; x_tx = doc[d].tx; x_dlg = doc[d].dlg; x_del = doc[d].del;
           x_gone = doc[d].gone; x_val = doc[d].val; x_uo = doc[d].uo; x_uk = doc[d].uk;
@@ -1584,7 +1586,11 @@ proctype Reader() {
              r_wk = R(x_tx).wk[d]; r_wv = R(x_tx).wv[d]; snap = COMBITS
            };
            if
-           :: (!r_ex || r_done) -> over = x_tx; round++
+           :: !r_ex -> over = x_tx; round++   /* gone (purged): read the document again */
+           :: (r_ex && r_done && r_st == S_COMM) ->   /* a committed marker: the new image */
+              k = (x_dlg -> K_DEL : K_LIVE); v = x_val; got = 1; break
+           :: (r_ex && r_done && r_st != S_COMM) ->   /* an aborted marker or a fence: the hold's undo data */
+              k = x_uk; v = x_uv; got = 1; break
            :: (r_ex && !r_done && r_st == S_STAG) ->
               /* staging: is every listed document held by x_tx? */
               all = 1; j = 0;

@@ -253,6 +253,37 @@ TEST_F(ReadTest, HolderFinishingBetweenTheTwoReadsIsReadAgain) {
   EXPECT_EQ(hook->calls(Op::kGet, {"c", "x"}), 2);
 }
 
+// The holder settled between the two reads (or long before, its hold dangling): its outcome
+// marker decides at once, with no second read of the document. Committed -> the new image;
+// aborted or a fence marker -> the image before the hold, from the hold's own undo data.
+TEST_F(ReadTest, HolderWhoseRecordIsAnOutcomeMarkerIsResolvedByIt) {
+  struct Case {
+    TxnState state;
+    bool fence;
+    Image want;
+  };
+  const Case cases[] = {{TxnState::kCommitted, false, Found(5, Obj(R"({"n":2})"))},
+                        {TxnState::kAborted, false, Found(4, Obj(R"({"n":2})"))},
+                        {TxnState::kAborted, true, Found(4, Obj(R"({"n":2})"))}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(litetx::engine::TxnStateName(c.state)) + (c.fence ? " fence" : ""));
+    const std::string txn = "0123456789abcdef0123456" + std::to_string(c.state == TxnState::kCommitted) +
+                            std::to_string(c.fence);
+    HoldLive(*mem, {"c", "m"}, Obj(R"({"n":2})"), 5, txn, 0);
+    TxnRecord marker;
+    marker.state = c.state;
+    marker.done = true;
+    marker.done_at_ms = 1;
+    marker.fence = c.fence;
+    PutRaw(*mem, TxnKey(txn), litetx::engine::EncodeRecord(marker));
+    auto hook = std::make_shared<HookStore>(mem);
+    litetx::Database hdb(hook, Opts());
+    EXPECT_EQ(ReadImage(hdb, "c", "m"), c.want);
+    EXPECT_EQ(hook->calls(Op::kGet, {"c", "m"}), 1);
+    EXPECT_EQ(MetaOf(*mem, "c", "m").txn, txn);  // reads never write
+  }
+}
+
 TEST_F(ReadTest, DanglingOrMalformedHolderIsCorruption) {
   auto m = LiveMeta(2);
   m.txn = "missing";
