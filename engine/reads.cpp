@@ -32,14 +32,14 @@ ReadResult RawImage(const boost::json::object& stored, const Meta& meta) {
 
 Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolation) {
   std::string where = key.collection + "/" + key.id;
-  // A holder may finish between our two reads (document, then record). Its outcome marker says
-  // how; if the record is gone (purged after the outcome retention) read the document again. If
-  // the same holder is still there, the record read in between came after a read that showed
-  // the hold: the hold is dangling (a write that landed after its transaction was over, never
-  // part of any outcome), and the document reads as it was before that write, from the hold's
-  // own undo data.
+  // A holder may finish between our two reads (document, then record). A committed outcome
+  // marker says the held image was committed; an aborted one, or a record gone (purged after
+  // the outcome retention), makes us read the document again. If the same holder is still
+  // there, the record read in between came after a read that showed the hold: the hold is
+  // dangling (a write that landed after its transaction was over, never part of any outcome),
+  // and the document reads as it was before that write, from the hold's own undo data.
   constexpr int kRounds = 8;
-  std::string over;  // a holder whose record was found gone after the document read
+  std::string over;  // a holder whose record was found gone or aborted and over after the document read
   for (int round = 0; round < kRounds; ++round) {
     auto g = GetWithRetry(env, key);
     if (!g.ok()) return g.status();
@@ -71,20 +71,16 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
       return Status::Corruption("record of transaction " + meta->txn + ": " +
                                 record.status().message());
     }
+    if (record->done && record->state == TxnState::kCommitted) {
+      // A committed outcome marker: committed by now, and still holding the document when it
+      // was read, so its image was the committed value at some instant between the two reads.
+      return CommittedImage(doc.value, *meta);
+    }
     if (record->done) {
-      // An outcome marker: the transaction is over and its outcome known. Committed: it was
-      // committed at some instant between our two reads, and until its hold here was cleared
-      // nobody else could write this document, so its image was the committed value then.
-      // Aborted (or a fence): it never commits, so at the document read the committed value
-      // was the one before its write, from the hold's own undo data (also for a dangling hold).
-      if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
-      auto undo = UndoOf(key, doc.value);
-      if (!undo.ok()) {
-        return Status::Corruption(where + " is held by transaction " + meta->txn +
-                                  ", which is over, and cannot be read through: " +
-                                  undo.status().message());
-      }
-      return PreImage(doc.value, *undo);
+      // Aborted (or a fence): reversed since, or a dangling hold. Read the document again: a
+      // reversed document has its own, newer version.
+      over = meta->txn;
+      continue;
     }
     if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
     const WorkAction* work = record->Find(key);

@@ -50,9 +50,9 @@
  *   CAS'd to committed if every document was held, else to aborted.
  * - The reader, on a staging holder: every listed document held -> it proves the commit (CAS
  *   staging -> committed) and returns the new image; otherwise it reads the record again and
- *   returns the pre-image only if it is still staging at the same revision. On an outcome
- *   marker it returns the new image (committed) or the hold's undo data (aborted, a fence); on
- *   an absent record it reads the document again (the same holder: a dangling hold).
+ *   returns the pre-image only if it is still staging at the same revision. On a committed
+ *   outcome marker it returns the new image; on an aborted one, a fence or an absent record it
+ *   reads the document again (the same holder: a dangling hold, read through its undo data).
  *
  * Collectors (both paths): claim a stale pending record (CAS to aborted), finish or reverse
  * each document (fencing those the coordinator may still write), the outcome marker, the
@@ -1586,11 +1586,10 @@ proctype Reader() {
              r_wk = R(x_tx).wk[d]; r_wv = R(x_tx).wv[d]; snap = COMBITS
            };
            if
-           :: !r_ex -> over = x_tx; round++   /* gone (purged): read the document again */
+           :: (!r_ex || (r_done && r_st != S_COMM)) ->   /* gone, aborted, a fence: read the document again */
+              over = x_tx; round++
            :: (r_ex && r_done && r_st == S_COMM) ->   /* a committed marker: the new image */
               k = (x_dlg -> K_DEL : K_LIVE); v = x_val; got = 1; break
-           :: (r_ex && r_done && r_st != S_COMM) ->   /* an aborted marker or a fence: the hold's undo data */
-              k = x_uk; v = x_uv; got = 1; break
            :: (r_ex && !r_done && r_st == S_STAG) ->
               /* staging: is every listed document held by x_tx? */
               all = 1; j = 0;
