@@ -36,7 +36,7 @@ Database::Database(std::shared_ptr<Store> store, Options options)
   if (options_.finish_in_background) {
     finisher_ = std::make_unique<engine::Finisher>(
         engine::Env{*store_, options_, *options_.clock, *options_.logger},
-        options_.finisher_threads, options_.finisher_queue);
+        options_.finisher_threads, options_.finisher_queue, options_.finisher_linger);
     env.finisher = finisher_.get();
   }
   coordinator_ = std::make_unique<engine::Coordinator>(env);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
+#include <span>
 #include <system_error>
 #include <utility>
 
@@ -54,10 +56,15 @@ namespace {
 // The flip of a parallel commit's staging record (FinishJob::flip_first). True once the record
 // says committed (job.record_revision then its revision, or job.record_settled if it is already
 // the outcome marker); false if it could not be written (left for a resolver, which proves it).
-bool FlipStaging(const Env& env, FinishJob& job) {
+// `first`: the result of the flip already sent (in a batch), if any.
+bool FlipStaging(const Env& env, FinishJob& job, std::optional<Result<Revision>> first) {
   Retry retry(env, env.options.max_attempts);
   for (;;) {
-    auto r = env.store.Replace(job.record_key, job.record_revision, job.committed_value);
+    Result<Revision> r = first.has_value()
+                             ? std::move(*first)
+                             : env.store.Replace(job.record_key, job.record_revision,
+                                                 job.committed_value);
+    first.reset();
     if (r.ok()) {
       job.record_revision = *r;
       return true;
@@ -105,44 +112,140 @@ bool FlipStaging(const Env& env, FinishJob& job) {
 
 }  // namespace
 
-bool FinishTransaction(const Env& env, FinishJob& job) {
-  if (job.flip_first && !job.record_settled && !FlipStaging(env, job)) return false;
-  const std::int64_t now = env.clock.NowMillis();
+namespace {
+
+// The result of op `i` of a batch (a missing reply is a lost one).
+Result<Revision> ResultOf(std::vector<BatchResult>& results, std::size_t i) {
+  if (i >= results.size()) return Status::Unknown("no reply for this batch operation");
+  if (!results[i].status.ok()) return std::move(results[i].status);
+  return results[i].revision;
+}
+
+// One write per job through the store: a single call for one, a batch for more.
+std::vector<BatchResult> Send(const Env& env, const std::vector<BatchOp>& ops) {
+  if (ops.size() != 1) return env.store.Batch(ops);
+  std::vector<BatchResult> out(1);
+  auto r = env.store.Replace(ops[0].key, ops[0].expected, *ops[0].value);
+  if (r.ok()) {
+    out[0].revision = *r;
+  } else {
+    out[0].status = r.status();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const> jobs) {
+  std::vector<bool> ok(jobs.size(), true);
   std::vector<BatchOp> ops;
-  ops.reserve(job.docs.size());
-  for (FinishJob::Doc& d : job.docs) {
-    StampTombstoneTime(d.final, now);
-    ops.push_back(BatchOp::Replace(d.key, d.held_revision, d.final));
+  std::vector<std::size_t> at;
+
+  // 1. The flips of parallel commits, one write each; no document of a job is finished
+  //    before its record says committed.
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    FinishJob& job = *jobs[i];
+    if (!job.flip_first || job.record_settled) continue;
+    ops.push_back(BatchOp::Replace(job.record_key, job.record_revision, job.committed_value));
+    at.push_back(i);
   }
-  std::vector<BatchResult> results = env.store.Batch(ops);
-  bool all = true;
-  for (std::size_t i = 0; i < job.docs.size(); ++i) {
-    Status st = i < results.size() ? std::move(results[i].status)
-                                   : Status::Unknown("no reply for this batch operation");
-    if (!st.ok()) all = FinishOne(env, job.txn_id, job.docs[i], std::move(st)) && all;
+  if (!ops.empty()) {
+    std::vector<BatchResult> results = Send(env, ops);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+      FinishJob& job = *jobs[at[j]];
+      Result<Revision> r = ResultOf(results, j);
+      if (r.ok()) {
+        job.record_revision = *r;
+      } else {
+        ok[at[j]] = FlipStaging(env, job, std::move(r));
+      }
+    }
   }
-  if (!all) {
-    env.log.warn("txn {}: committed, but some documents still carry its reference; left for "
-                 "the collector", job.txn_id);
-    return false;
+
+  // 2. Every document of every job whose record is committed: one batch of compare-and-swaps
+  //    from the held image to the final one; a failed one is retried on its own after a re-read.
+  const std::int64_t now = env.clock.NowMillis();
+  ops.clear();
+  at.clear();
+  std::vector<FinishJob::Doc*> docs;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (!ok[i]) continue;
+    for (FinishJob::Doc& d : jobs[i]->docs) {
+      StampTombstoneTime(d.final, now);
+      ops.push_back(BatchOp::Replace(d.key, d.held_revision, d.final));
+      at.push_back(i);
+      docs.push_back(&d);
+    }
   }
-  if (job.record_settled) return true;  // a collector already wrote the marker
-  Retry retry(env, env.options.max_attempts);
-  WriteOutcomeMarker(env, job.txn_id, job.record_key, job.record_revision, job.record,
-                     TxnState::kCommitted, retry);
-  return true;
+  std::vector<bool> all(jobs.size(), true);
+  if (!ops.empty()) {
+    std::vector<BatchResult> results = env.store.Batch(ops);
+    for (std::size_t j = 0; j < ops.size(); ++j) {
+      Status st = j < results.size() ? std::move(results[j].status)
+                                     : Status::Unknown("no reply for this batch operation");
+      if (st.ok()) continue;
+      all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], std::move(st)) && all[at[j]];
+    }
+  }
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (ok[i] && !all[i]) {
+      env.log.warn("txn {}: committed, but some documents still carry its reference; left for "
+                   "the collector", jobs[i]->txn_id);
+      ok[i] = false;
+    }
+  }
+
+  // 3. The outcome markers of the jobs fully finished (a collector may have written one).
+  ops.clear();
+  at.clear();
+  std::vector<json::object> markers;
+  markers.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (!ok[i] || jobs[i]->record_settled) continue;
+    TxnRecord settled = jobs[i]->record;
+    settled.state = TxnState::kCommitted;
+    markers.push_back(EncodeRecord(OutcomeMarker(settled, env.clock.NowMillis())));
+    at.push_back(i);
+  }
+  for (std::size_t j = 0; j < at.size(); ++j) {
+    const FinishJob& job = *jobs[at[j]];
+    ops.push_back(BatchOp::Replace(job.record_key, job.record_revision, markers[j]));
+  }
+  if (!ops.empty()) {
+    std::vector<BatchResult> results = Send(env, ops);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+      Result<Revision> r = ResultOf(results, j);
+      if (r.ok()) continue;
+      const FinishJob& job = *jobs[at[j]];
+      Retry retry(env, env.options.max_attempts);
+      WriteOutcomeMarker(env, job.txn_id, job.record_key, job.record_revision, job.record,
+                         TxnState::kCommitted, retry, r.status());
+    }
+  }
+  return ok;
+}
+
+bool FinishTransaction(const Env& env, FinishJob& job) {
+  FinishJob* one = &job;
+  return FinishTransactions(env, std::span<FinishJob* const>(&one, 1))[0];
 }
 
 void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& record_key,
                         Revision record_revision, const TxnRecord& record, TxnState state,
-                        Retry& retry) {
+                        Retry& retry, std::optional<Status> first) {
   TxnRecord settled = record;
   settled.state = state;
   json::object value = EncodeRecord(OutcomeMarker(settled, env.clock.NowMillis()));
   for (;;) {
-    auto r = env.store.Replace(record_key, record_revision, value);
-    if (r.ok()) return;
-    Status s = r.status();
+    Status s = Status::Ok();
+    if (first.has_value()) {
+      s = std::move(*first);  // the marker was sent already (in a batch) and failed so
+      first.reset();
+    } else {
+      auto r = env.store.Replace(record_key, record_revision, value);
+      if (r.ok()) return;
+      s = r.status();
+    }
     if (s.code() == Code::kConflict || s.code() == Code::kUnknown) {
       auto g = GetWithRetry(env, record_key);
       if (g.ok() && !g->has_value()) return;  // purged already
@@ -174,10 +277,12 @@ void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& re
   }
 }
 
-Finisher::Finisher(Env env, int threads, std::size_t queue_limit)
+Finisher::Finisher(Env env, int threads, std::size_t queue_limit,
+                   std::chrono::microseconds linger)
     : env_(env),
       threads_(std::clamp(threads, 1, kMaxThreads)),
-      queue_limit_(queue_limit) {}
+      queue_limit_(queue_limit),
+      linger_(std::max(linger, std::chrono::microseconds{0})) {}
 
 Finisher::~Finisher() {
   {
@@ -205,6 +310,9 @@ bool Finisher::Submit(FinishJob& job) {
     }
     queue_.push_back(std::move(job));
     queued_.emplace(queue_.back().txn_id, std::prev(queue_.end()));
+    // A lingering worker takes this job with the others when its wait ends: wake it (or
+    // another) only once there is a full batch.
+    if (lingering_ > 0 && queue_.size() < kMaxJobsAtOnce) return true;
   }
   work_cv_.notify_one();
   return true;
@@ -248,7 +356,10 @@ void Finisher::EndJob(const std::string& txn_id, bool done) {
 
 void Finisher::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
+  ++draining_;
+  work_cv_.notify_all();  // a lingering worker goes at once
   idle_cv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
+  --draining_;
 }
 
 std::uint64_t Finisher::finished() const {
@@ -263,27 +374,50 @@ std::uint64_t Finisher::left() const {
 
 void Finisher::Work() {
   std::unique_lock<std::mutex> lock(mu_);
+  std::vector<FinishJob> jobs;
+  std::vector<FinishJob*> ptrs;
   for (;;) {
     // Stopping still runs what is queued: every job is finished or given up before the
     // destructor returns.
     work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and nothing left
-    FinishJob job = std::move(queue_.front());
-    queue_.pop_front();
-    queued_.erase(job.txn_id);
-    running_ids_.insert(job.txn_id);
-    ++running_;
+    if (linger_.count() > 0 && !stop_ && queue_.size() < kMaxJobsAtOnce) {
+      // Wait a little for more (Options::finisher_linger); Drain and stopping do not wait.
+      ++lingering_;
+      work_cv_.wait_for(lock, linger_, [this] {
+        return stop_ || draining_ > 0 || queue_.size() >= kMaxJobsAtOnce;
+      });
+      --lingering_;
+      if (queue_.empty()) continue;  // taken meanwhile by transactions that met the documents
+    }
+    // Everything queued (up to a bound, leaving a share to the other workers) goes at once:
+    // the committing threads outrun one finishing at a time, and a batch of k flips, k
+    // documents' finishes or k markers costs a store about what one does.
+    const std::size_t share = (queue_.size() + static_cast<std::size_t>(threads_) - 1) /
+                              static_cast<std::size_t>(threads_);
+    const std::size_t take = std::clamp<std::size_t>(share, 1, kMaxJobsAtOnce);
+    jobs.clear();
+    while (!queue_.empty() && jobs.size() < take) {
+      jobs.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      queued_.erase(jobs.back().txn_id);
+      running_ids_.insert(jobs.back().txn_id);
+      ++running_;
+    }
     lock.unlock();
-    bool done = false;
+    ptrs.clear();
+    for (FinishJob& j : jobs) ptrs.push_back(&j);
+    std::vector<bool> done(jobs.size(), false);
     try {
-      done = FinishTransaction(env_, job);
+      done = FinishTransactions(env_, ptrs);
     } catch (const std::exception& e) {
       // A store that throws (a test's simulated crash) leaves the rest to the collector.
-      env_.log.error("txn {}: finishing stopped: {}; left for the collector", job.txn_id,
+      env_.log.error("txn {}{}: finishing stopped: {}; left for the collector", jobs[0].txn_id,
+                     jobs.size() > 1 ? fmt::format(" and {} more", jobs.size() - 1) : "",
                      e.what());
     }
     lock.lock();
-    EndJob(job.txn_id, done);
+    for (std::size_t i = 0; i < jobs.size(); ++i) EndJob(jobs[i].txn_id, done[i]);
   }
 }
 
