@@ -1182,6 +1182,7 @@ void CollectorBesideHealthyCoordinators(Mode mode) {
     }
     runs_at_start = gc.stats().runs;
     for (auto& t : workers) t.join();
+    db.Flush();  // the last transactions' finishing, done by the Database's finisher
     runs_at_end = gc.stats().runs;
   }
   gc.Stop();

@@ -130,7 +130,9 @@ TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
 // again (at most 3 runs; the last is asserted whatever it shows). Without a delay the finisher
 // can fall behind a committing thread that never waits, and a transaction that meets documents
 // still being finished finishes them first: more round trips on its critical path, never
-// fewer.
+// fewer; and the finisher then finishes up to 32 queued transactions with one batch of flips,
+// one of documents and one of markers, so a commit's share of the round trips falls below 5
+// (never below its own 2 plus its share, 3/32, of one such set).
 TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPath) {
   json::object o;
   int runs = 0;
@@ -180,7 +182,7 @@ TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPat
     EXPECT_GT(D(row, "commits"), 0);
     EXPECT_EQ(D(row, "writes_per_tx"), 2 * n + 3);
     EXPECT_GE(D(row, "reads_per_tx"), n);
-    EXPECT_GE(D(row, "round_trips_per_tx"), 5);
+    EXPECT_GE(D(row, "round_trips_per_tx"), 2 + 3.0 / 32);
     EXPECT_GE(D(row, "critical_round_trips_per_tx"), 2);
     EXPECT_LE(D(row, "critical_round_trips_per_tx"), D(row, "round_trips_per_tx"));
     std::printf("[bench] no delay, N=%g finishing in the background: %g round trips per "

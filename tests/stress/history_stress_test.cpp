@@ -108,21 +108,38 @@ class CrashAfterCommitPoint final : public litetx::ForwardingStore {
  public:
   CrashAfterCommitPoint(std::shared_ptr<litetx::FaultInjectingStore> target, std::uint64_t after)
       : ForwardingStore(target), faulty_(std::move(target)), after_(after) {}
+  // Records created through this store are the transaction's own (a batch runs through these
+  // single calls too). Only their flip arms the crash: a reader or a contender of this
+  // transaction may prove another transaction's staging record committed on its way, and that
+  // is not this transaction's commit point.
+  litetx::Result<litetx::Revision> Create(const litetx::Key& key, const boost::json::object& value) override {
+    if (key.collection == litetx::kTransactionsCollection) {
+      std::lock_guard<std::mutex> l(mu_);
+      own_.insert(key.id);
+    }
+    return ForwardingStore::Create(key, value);
+  }
   litetx::Result<litetx::Revision> Replace(const litetx::Key& key, litetx::Revision expected,
                                            const boost::json::object& value) override {
     auto r = ForwardingStore::Replace(key, expected, value);
     const boost::json::value* state = value.if_contains("state");
     if (r.ok() && key.collection == litetx::kTransactionsCollection && state != nullptr && state->is_string() &&
-        state->get_string() == "committed" && !value.contains("done") && !armed_.exchange(true)) {
+        state->get_string() == "committed" && !value.contains("done") && Own(key.id) && !armed_.exchange(true)) {
       faulty_->ArmCrash(faulty_->writes() + after_);
     }
     return r;
   }
 
  private:
+  bool Own(const std::string& id) {
+    std::lock_guard<std::mutex> l(mu_);
+    return own_.count(id) > 0;
+  }
   std::shared_ptr<litetx::FaultInjectingStore> faulty_;
   std::uint64_t after_;
   std::atomic<bool> armed_{false};
+  std::mutex mu_;
+  std::set<std::string> own_;
 };
 
 // One recorded attempt, with what the worker knows of it.
