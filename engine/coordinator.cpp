@@ -115,6 +115,14 @@ class CommitRun {
   Status ReplaceRecord(const std::function<bool(TxnRecord&)>& change, bool check_size);
   // Sends every apply in one batch, then settles each one that did not land (ApplyOne).
   Status ApplyAll();
+  // The apply of `slot` (its held image, at the revision read, or a create where it was
+  // absent) as a batch operation; marks the slot sent. The operation refers to the slot's data.
+  static BatchOp SendApply(Slot& slot) {
+    slot.sent = true;
+    const Key& key = slot.action->key;
+    return slot.existed ? BatchOp::Replace(key, slot.read_revision, slot.prep.held)
+                        : BatchOp::Create(key, slot.prep.held);
+  }
   // Applies one document; `first` is the failure of its apply in the batch, if any (the
   // write was sent: it is not sent again before being looked at).
   Status ApplyOne(Slot& slot, Status first = Status::Ok());
@@ -414,10 +422,7 @@ Result<CommitInfo> CommitRun::ParallelCommit() {
   sent.push_back(nullptr);
   for (Slot& s : slots_) {
     SetHoldDeadline(s.prep.held, record_.gc_at_ms);
-    s.sent = true;
-    const Key& key = s.action->key;
-    ops.push_back(s.existed ? BatchOp::Replace(key, s.read_revision, s.prep.held)
-                            : BatchOp::Create(key, s.prep.held));
+    ops.push_back(SendApply(s));
     sent.push_back(&s);
   }
   std::vector<BatchResult> results = env_.store.Batch(ops);
@@ -822,10 +827,7 @@ Status CommitRun::ApplyAll() {
   std::vector<Slot*> sent;
   for (Slot& s : slots_) {
     if (!s.is_write()) continue;
-    s.sent = true;
-    const Key& key = s.action->key;
-    ops.push_back(s.existed ? BatchOp::Replace(key, s.read_revision, s.prep.held)
-                            : BatchOp::Create(key, s.prep.held));
+    ops.push_back(SendApply(s));
     sent.push_back(&s);
   }
   std::vector<BatchResult> results = env_.store.Batch(ops);
