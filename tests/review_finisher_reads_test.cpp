@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -344,6 +345,84 @@ TEST_F(ReviewTest, CrashAtEveryWriteOfAMultiJobBatch) {
     ExpectClean(*base, {"c"});
     for (int i = 0; i < kJobs; ++i) EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
   }
+}
+
+// Lost replies and transient failures on the finisher's calls (after the commits returned), 16
+// seeds, one six-job batch each: Flush returns, no marker stands while a document still
+// carries its transaction, no document is finished while its record is staging, every
+// transaction reads and stays committed with its value applied once, and the collector cleans
+// up.
+TEST_F(ReviewTest, LostRepliesAndTransientFailuresInAMultiJobBatch) {
+  constexpr int kJobs = 6;
+  int lost = 0, transient = 0;
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto base = std::make_shared<litetx::MemoryStore>();
+    const std::uint64_t v0 = FirstVersionAt(*clock);
+    {
+      litetx::Database seeder(base, Opts());
+      Transaction t;
+      for (int i = 0; i < kJobs; ++i) t.Insert("c", K(i), {{"n", 0}}).Insert("c", M(i), {{"n", 0}});
+      MustCommit(seeder, t);
+    }
+    std::mutex mu;
+    std::mt19937_64 rng(seed);
+    std::atomic<bool> armed{false};
+    litetx::FaultOptions f;
+    f.rule = [&](litetx::StoreOp op, const Key&, std::uint64_t) {
+      if (!armed.load()) return litetx::Fault::kNone;
+      std::lock_guard<std::mutex> lock(mu);
+      const int roll = static_cast<int>(rng() % 100);
+      const bool write = op == litetx::StoreOp::kCreate || op == litetx::StoreOp::kReplace ||
+                         op == litetx::StoreOp::kErase;
+      if (write && roll < 30) return litetx::Fault::kLostReply;
+      if (roll >= 80) return litetx::Fault::kTransient;
+      return litetx::Fault::kNone;
+    };
+    auto faulty = std::make_shared<litetx::FaultInjectingStore>(base, f);
+    std::vector<std::string> ids;
+    {
+      litetx::Database db(faulty, Lingering(std::chrono::seconds(5)));
+      for (int i = 0; i < kJobs; ++i) {
+        auto r = db.Commit(Pair(i, 1));
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        ids.push_back(r->txn_id);
+      }
+      armed = true;
+      Async flush([&] { db.Flush(); });
+      ASSERT_TRUE(flush.Wait(5s)) << "Flush did not return";
+      armed = false;
+    }
+    lost += static_cast<int>(faulty->lost_replies());
+    transient += static_cast<int>(faulty->transient_faults());
+    EXPECT_TRUE(MarkedButStillHolding(*base, "c").empty());
+    for (int i = 0; i < kJobs; ++i) {
+      auto rec = RecordOf(*base, ids[i]);
+      ASSERT_TRUE(rec.has_value());
+      if (rec->state == TxnState::kStaging) {
+        EXPECT_EQ(MetaOf(*base, "c", K(i)).txn, ids[i]) << "finished while staging";
+        EXPECT_EQ(MetaOf(*base, "c", M(i)).txn, ids[i]) << "finished while staging";
+      }
+    }
+    litetx::Database reader(base, Opts());
+    for (int i = 0; i < kJobs; ++i) {
+      EXPECT_EQ(ReadImage(reader, "c", K(i)), Found(v0 + 1, Obj(R"({"n":1})")));
+      EXPECT_EQ(ReadImage(reader, "c", M(i)), Found(v0 + 1, Obj(R"({"n":1})")));
+      EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
+    }
+    clock->Advance(121s);
+    Collector gc(base, Gc());
+    ASSERT_TRUE(gc.RunOnce().ok());
+    ExpectClean(*base, {"c"});
+    for (int i = 0; i < kJobs; ++i) {
+      EXPECT_EQ(BodyOf(*base, "c", K(i)), Obj(R"({"n":1})"));
+      EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
+    }
+  }
+  std::printf("[ info ] finisher batches met %d lost replies and %d transient failures\n", lost,
+              transient);
+  EXPECT_GT(lost, 0);
+  EXPECT_GT(transient, 0);
 }
 
 // Two committed transactions on one document in the queue at once: A's committing thread
