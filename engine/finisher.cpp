@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 
 #include "engine/meta.h"
@@ -168,10 +169,19 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
   ops.clear();
   at.clear();
   std::vector<FinishJob::Doc*> docs;
+  // A batch names each key once. Two queued transactions can hold one document only if the
+  // later one settled the earlier one's hold itself; the earlier one's compare-and-swap then
+  // fails anyway, so its document is looked at on its own after the batch.
+  std::unordered_set<std::string> keys;
+  std::vector<std::pair<std::size_t, FinishJob::Doc*>> later;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     if (!ok[i]) continue;
     for (FinishJob::Doc& d : jobs[i]->docs) {
       StampTombstoneTime(d.final, now);
+      if (!keys.insert(d.key.collection + '\0' + d.key.id).second) {
+        later.emplace_back(i, &d);
+        continue;
+      }
       ops.push_back(BatchOp::Replace(d.key, d.held_revision, d.final));
       at.push_back(i);
       docs.push_back(&d);
@@ -186,6 +196,11 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
       if (st.ok()) continue;
       all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], std::move(st)) && all[at[j]];
     }
+  }
+  for (auto& [i, d] : later) {
+    // Not sent: FinishOne's re-read decides (finished by someone else, or still ours).
+    all[i] = FinishOne(env, jobs[i]->txn_id, *d, Status::Conflict("not sent: key twice in a batch")) &&
+             all[i];
   }
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     if (ok[i] && !all[i]) {
@@ -390,21 +405,20 @@ void Finisher::Work() {
       --lingering_;
       if (queue_.empty()) continue;  // taken meanwhile by transactions that met the documents
     }
-    // Everything queued (up to a bound, leaving a share to the other workers) goes at once:
-    // the committing threads outrun one finishing at a time, and a batch of k flips, k
-    // documents' finishes or k markers costs a store about what one does.
-    const std::size_t share = (queue_.size() + static_cast<std::size_t>(threads_) - 1) /
-                              static_cast<std::size_t>(threads_);
-    const std::size_t take = std::clamp<std::size_t>(share, 1, kMaxJobsAtOnce);
+    // Everything queued (up to a bound) goes at once: the committing threads outrun one
+    // finishing at a time, and a batch of k flips, k documents' finishes or k markers costs a
+    // store about what one does. What is left over goes to another worker.
     jobs.clear();
-    while (!queue_.empty() && jobs.size() < take) {
+    while (!queue_.empty() && jobs.size() < kMaxJobsAtOnce) {
       jobs.push_back(std::move(queue_.front()));
       queue_.pop_front();
       queued_.erase(jobs.back().txn_id);
       running_ids_.insert(jobs.back().txn_id);
       ++running_;
     }
+    const bool more = !queue_.empty();
     lock.unlock();
+    if (more) work_cv_.notify_one();
     ptrs.clear();
     for (FinishJob& j : jobs) ptrs.push_back(&j);
     std::vector<bool> done(jobs.size(), false);

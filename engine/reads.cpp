@@ -32,12 +32,13 @@ ReadResult RawImage(const boost::json::object& stored, const Meta& meta) {
 
 Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolation) {
   std::string where = key.collection + "/" + key.id;
-  // A holder may finish between our two reads (document, then record). A committed outcome
-  // marker says the held image was committed; an aborted one, or a record gone (purged after
-  // the outcome retention), makes us read the document again. If the same holder is still
-  // there, the record read in between came after a read that showed the hold: the hold is
-  // dangling (a write that landed after its transaction was over, never part of any outcome),
-  // and the document reads as it was before that write, from the hold's own undo data.
+  // A holder may finish between our two reads (document, then record): an outcome marker or a
+  // record gone (purged after the outcome retention) makes us read the document again. A
+  // committed holder gone by then was committed while it held the document: its image is the
+  // value. If the same holder is still there, the record read in between came after a read
+  // that showed the hold: the hold is dangling (a write that landed after its transaction was
+  // over, never part of any outcome), and the document reads as it was before that write, from
+  // the hold's own undo data.
   constexpr int kRounds = 8;
   std::string over;  // a holder whose record was found gone or aborted and over after the document read
   for (int round = 0; round < kRounds; ++round) {
@@ -72,9 +73,24 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
                                 record.status().message());
     }
     if (record->done && record->state == TxnState::kCommitted) {
-      // A committed outcome marker: committed by now, and still holding the document when it
-      // was read, so its image was the committed value at some instant between the two reads.
-      return CommittedImage(doc.value, *meta);
+      // A committed outcome marker: the holder finished between our two reads, or its hold is
+      // a dangling one (a late write that landed after the finishing). Read the document again:
+      // still held by it, the hold is dangling (below); otherwise the holder was committed by
+      // the record read and still held the document at the document read, so its image was
+      // the committed value at some instant between the two reads.
+      auto again = GetWithRetry(env, key);
+      if (!again.ok()) return again.status();
+      if (!again->has_value()) return CommittedImage(doc.value, *meta);
+      auto m = DecodeMeta((**again).value);
+      if (!m.ok()) return Status::Corruption(where + ": " + m.status().message());
+      if (m->txn != meta->txn) return CommittedImage(doc.value, *meta);
+      auto undo = UndoOf(key, (**again).value);
+      if (!undo.ok()) {
+        return Status::Corruption(where + " is held by transaction " + meta->txn +
+                                  ", which is over, and cannot be read through: " +
+                                  undo.status().message());
+      }
+      return PreImage((**again).value, *undo);
     }
     if (record->done) {
       // Aborted (or a fence): reversed since, or a dangling hold. Read the document again: a

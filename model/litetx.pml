@@ -51,8 +51,10 @@
  * - The reader, on a staging holder: every listed document held -> it proves the commit (CAS
  *   staging -> committed) and returns the new image; otherwise it reads the record again and
  *   returns the pre-image only if it is still staging at the same revision. On a committed
- *   outcome marker it returns the new image; on an aborted one, a fence or an absent record it
- *   reads the document again (the same holder: a dangling hold, read through its undo data).
+ *   outcome marker it reads the document again: the same holder is a dangling hold (read through
+ *   its undo data), otherwise it returns the new image of its first read. On an aborted marker,
+ *   a fence or an absent record it reads the document again from the start (the same holder: a
+ *   dangling hold).
  *
  * Collectors (both paths): claim a stale pending record (CAS to aborted), finish or reverse
  * each document (fencing those the coordinator may still write), the outcome marker, the
@@ -1588,8 +1590,17 @@ proctype Reader() {
            if
            :: (!r_ex || (r_done && r_st != S_COMM)) ->   /* gone, aborted, a fence: read the document again */
               over = x_tx; round++
-           :: (r_ex && r_done && r_st == S_COMM) ->   /* a committed marker: the new image */
-              k = (x_dlg -> K_DEL : K_LIVE); v = x_val; got = 1; break
+           :: (r_ex && r_done && r_st == S_COMM) ->
+              /* a committed marker: read the document again. Still held by x_tx: a dangling
+               * hold (its undo data); otherwise the image of the first read was committed. */
+              atomic {
+                if
+                :: (doc[d].ex && doc[d].tx == x_tx) -> k = doc[d].uk; v = doc[d].uv
+                :: else -> k = (x_dlg -> K_DEL : K_LIVE); v = x_val
+                fi;
+                snap = COMBITS
+              };
+              got = 1; break
            :: (r_ex && !r_done && r_st == S_STAG) ->
               /* staging: is every listed document held by x_tx? */
               all = 1; j = 0;
