@@ -598,6 +598,7 @@ TEST(RedisFaultTest, KillNineWithAppendfsyncAlways) {
   }
   gc.Stop();
   SettleResult settled;
+  db.Flush();  // the Database's finisher has finished every acknowledged transaction
   const AuditReport audit = SettleAndAudit(reopened, cfg, tally, &settled);
 
   std::printf("[redis faults] kill -9 x%d (appendfsync always): %s\n", kCycles,
@@ -710,6 +711,7 @@ TEST(RedisFaultTest, FailoverWithWaitLosesNothingAcknowledged) {
   gc.Stop();
   EXPECT_EQ(cluster.MasterOfSlot(slot0), promoted);
   SettleResult settled;
+  db.Flush();  // the Database's finisher has finished every acknowledged transaction
   const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   const Tally::Epoch before = tally.At(0), during = tally.At(1), after = tally.At(2);
@@ -840,6 +842,7 @@ TEST(RedisFaultTest, LiveReshardingLosesNothing) {
   EXPECT_TRUE(after_errors.empty()) << Join(after_errors);
 
   SettleResult settled;
+  db.Flush();  // the Database's finisher has finished every acknowledged transaction
   const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   const litetx::RedisClusterStore::Stats st = cstore->stats();
@@ -961,6 +964,7 @@ TEST(RedisFaultTest, PausedServerPastCommandTimeout) {
   }
   gc.Stop();
   SettleResult settled;
+  db.Flush();  // the Database's finisher has finished every acknowledged transaction
   const AuditReport audit = SettleAndAudit(store, cfg, tally, &settled);
 
   // Every in-doubt attempt: in the ledger exactly when its transaction committed.
