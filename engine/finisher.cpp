@@ -169,9 +169,9 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
   ops.clear();
   at.clear();
   std::vector<FinishJob::Doc*> docs;
-  // A batch names each key once. Two queued transactions can hold one document only if the
-  // later one settled the earlier one's hold itself; the earlier one's compare-and-swap then
-  // fails anyway, so its document is looked at on its own after the batch.
+  // A batch names each key once. Two queued transactions can name one document only if the
+  // later one settled the earlier one's hold itself (the earlier one's compare-and-swap then
+  // fails anyway): the second of the two is looked at on its own, after the batch.
   std::unordered_set<std::string> keys;
   std::vector<std::pair<std::size_t, FinishJob::Doc*>> later;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
