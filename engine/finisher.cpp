@@ -191,10 +191,9 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
   if (!ops.empty()) {
     std::vector<BatchResult> results = env.store.Batch(ops);
     for (std::size_t j = 0; j < ops.size(); ++j) {
-      Status st = j < results.size() ? std::move(results[j].status)
-                                     : Status::Unknown("no reply for this batch operation");
-      if (st.ok()) continue;
-      all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], std::move(st)) && all[at[j]];
+      Result<Revision> r = ResultOf(results, j);
+      if (r.ok()) continue;
+      all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], r.status()) && all[at[j]];
     }
   }
   for (auto& [i, d] : later) {

@@ -28,29 +28,6 @@ using litetx::CountingStore;
 using litetx::Transaction;
 using litetx::TxnOutcome;
 
-// Runs `fn` on its own thread; Wait tells whether it ended within a real-time bound.
-class Async {
- public:
-  explicit Async(std::function<void()> fn)
-      : thread_([this, fn = std::move(fn)] {
-          fn();
-          std::lock_guard<std::mutex> lock(mu_);
-          done_ = true;
-          cv_.notify_all();
-        }) {}
-  ~Async() { thread_.join(); }
-  bool Wait(std::chrono::milliseconds bound) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, bound, [this] { return done_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 // A store whose Batch misbehaves within the contract's letter: kDropReplies runs every
 // operation but returns results for the first half only (the rest read as lost replies to the
 // engine); kRunHalf sends only the first half to the target and returns only their results.

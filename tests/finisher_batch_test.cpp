@@ -26,29 +26,6 @@ using litetx::Transaction;
 using litetx::TxnOutcome;
 using litetx::engine::TxnState;
 
-// Runs `fn` on its own thread; Wait tells whether it ended within a real-time bound.
-class Async {
- public:
-  explicit Async(std::function<void()> fn)
-      : thread_([this, fn = std::move(fn)] {
-          fn();
-          std::lock_guard<std::mutex> lock(mu_);
-          done_ = true;
-          cv_.notify_all();
-        }) {}
-  ~Async() { thread_.join(); }
-  bool Wait(std::chrono::milliseconds bound) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, bound, [this] { return done_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 // Records every batch it is given: its size and whether it named one key twice (the store
 // contract lets such operations run in any order; the engine promises never to send them).
 class BatchSpy final : public litetx::ForwardingStore {
@@ -119,6 +96,34 @@ class FinisherBatchTest : public ::testing::Test, public FinisherWorld {
     o.finisher_threads = threads;
     o.finisher_linger = linger;
     return o;
+  }
+  // After faults in the finisher's batch of the transactions `ids` (each added 1 to c/k<i>
+  // and c/m<i>, inserted at version v0): no marker stands while a document still carries its
+  // transaction, no document is finished while its record is staging, every transaction reads
+  // as committed with its value applied once, and a collector pass past the lease cleans up.
+  void ExpectCommittedThenCollected(const std::shared_ptr<litetx::MemoryStore>& base,
+                                    const std::vector<std::string>& ids, std::uint64_t v0) {
+    EXPECT_TRUE(MarkedButStillHolding(*base, "c").empty());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const int n = static_cast<int>(i);
+      auto rec = RecordOf(*base, ids[i]);
+      ASSERT_TRUE(rec.has_value());
+      if (rec->state == TxnState::kStaging) {
+        EXPECT_EQ(MetaOf(*base, "c", K(n)).txn, ids[i]) << "finished while staging";
+        EXPECT_EQ(MetaOf(*base, "c", M(n)).txn, ids[i]) << "finished while staging";
+      }
+    }
+    litetx::Database reader(base, Opts());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const int n = static_cast<int>(i);
+      EXPECT_EQ(ReadImage(reader, "c", K(n)), Found(v0 + 1, Obj(R"({"n":1})")));
+      EXPECT_EQ(ReadImage(reader, "c", M(n)), Found(v0 + 1, Obj(R"({"n":1})")));
+      EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
+    }
+    clock->Advance(std::chrono::seconds(121));
+    Collector gc(base, Gc());
+    ASSERT_TRUE(gc.RunOnce().ok());
+    ExpectClean(*base, {"c"});
   }
 };
 
@@ -328,25 +333,9 @@ TEST_F(FinisherBatchTest, CrashAtEveryWriteOfAMultiJobBatch) {
       ASSERT_TRUE(end.Wait(5s)) << "Flush or the destructor did not return";
     }
     EXPECT_TRUE(faulty->crashed());
-    EXPECT_TRUE(MarkedButStillHolding(*base, "c").empty());
-    for (int i = 0; i < kJobs; ++i) {
-      auto rec = RecordOf(*base, ids[i]);
-      ASSERT_TRUE(rec.has_value());
-      if (rec->state == TxnState::kStaging) {
-        EXPECT_EQ(MetaOf(*base, "c", K(i)).txn, ids[i]) << "finished while staging";
-        EXPECT_EQ(MetaOf(*base, "c", M(i)).txn, ids[i]) << "finished while staging";
-      }
-    }
+    ExpectCommittedThenCollected(base, ids, v0);
+    if (HasFatalFailure()) return;
     litetx::Database reader(base, Opts());
-    for (int i = 0; i < kJobs; ++i) {
-      EXPECT_EQ(ReadImage(reader, "c", K(i)), Found(v0 + 1, Obj(R"({"n":1})")));
-      EXPECT_EQ(ReadImage(reader, "c", M(i)), Found(v0 + 1, Obj(R"({"n":1})")));
-      EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
-    }
-    clock->Advance(121s);
-    Collector gc(base, Gc());
-    ASSERT_TRUE(gc.RunOnce().ok());
-    ExpectClean(*base, {"c"});
     for (int i = 0; i < kJobs; ++i) EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
   }
 }
@@ -399,25 +388,9 @@ TEST_F(FinisherBatchTest, LostRepliesAndTransientFailuresInAMultiJobBatch) {
     }
     lost += static_cast<int>(faulty->lost_replies());
     transient += static_cast<int>(faulty->transient_faults());
-    EXPECT_TRUE(MarkedButStillHolding(*base, "c").empty());
-    for (int i = 0; i < kJobs; ++i) {
-      auto rec = RecordOf(*base, ids[i]);
-      ASSERT_TRUE(rec.has_value());
-      if (rec->state == TxnState::kStaging) {
-        EXPECT_EQ(MetaOf(*base, "c", K(i)).txn, ids[i]) << "finished while staging";
-        EXPECT_EQ(MetaOf(*base, "c", M(i)).txn, ids[i]) << "finished while staging";
-      }
-    }
+    ExpectCommittedThenCollected(base, ids, v0);
+    if (HasFatalFailure()) return;
     litetx::Database reader(base, Opts());
-    for (int i = 0; i < kJobs; ++i) {
-      EXPECT_EQ(ReadImage(reader, "c", K(i)), Found(v0 + 1, Obj(R"({"n":1})")));
-      EXPECT_EQ(ReadImage(reader, "c", M(i)), Found(v0 + 1, Obj(R"({"n":1})")));
-      EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);
-    }
-    clock->Advance(121s);
-    Collector gc(base, Gc());
-    ASSERT_TRUE(gc.RunOnce().ok());
-    ExpectClean(*base, {"c"});
     for (int i = 0; i < kJobs; ++i) {
       EXPECT_EQ(BodyOf(*base, "c", K(i)), Obj(R"({"n":1})"));
       EXPECT_EQ(OutcomeOf(reader, ids[i]), TxnOutcome::kCommitted);

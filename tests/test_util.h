@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include <bit>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -216,6 +218,29 @@ inline litetx::TxnOutcome OutcomeOf(litetx::Database& db, const std::string& id)
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : litetx::TxnOutcome::kNotFound;
 }
+
+// Runs `fn` on its own thread; Wait tells whether it ended within a real-time bound.
+class Async {
+ public:
+  explicit Async(std::function<void()> fn)
+      : thread_([this, fn = std::move(fn)] {
+          fn();
+          std::lock_guard<std::mutex> lock(mu_);
+          done_ = true;
+          cv_.notify_all();
+        }) {}
+  ~Async() { thread_.join(); }
+  bool Wait(std::chrono::milliseconds bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, bound, [this] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 // Holds the threads that call Hold (from store hooks) until Open.
 class Gate {
