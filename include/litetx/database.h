@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "litetx/document.h"
+#include "litetx/large_transaction.h"
 #include "litetx/options.h"
 #include "litetx/run.h"
 #include "litetx/status.h"
@@ -130,6 +131,12 @@ class Database {
   Result<CommitInfo> Run(const std::function<Status(TxnContext&)>& fn,
                          const RunOptions& options = {});
 
+  // Starts a transaction of any size, built as a stream of actions (litetx/large_transaction.h):
+  // writes its ActiveTransaction document (state pending) and returns the handle. Returns it,
+  // or kUnavailable (the record could not be written; nothing was), kUnknown (the record
+  // write's reply was lost: nothing of the transaction's documents was written; the
+  // collector settles the record after the lease).
+  Result<std::unique_ptr<LargeTransaction>> BeginLarge(LargeTransactionOptions options = {});
   // Reads one document. Returns a ReadResult whose state tells found, not found and deleted;
   // kInvalidArgument for a bad name; kUnavailable (retry) or kCorruption. A document held by
   // another transaction never blocks a read: its committed image is rebuilt from the record.
