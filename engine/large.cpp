@@ -365,7 +365,7 @@ Status LargeRun::UpdateRecord(const std::function<bool(TxnRecord&)>& change, boo
   std::lock_guard<std::mutex> lock(record_mu_);
   if (!lease_lost_.ok()) return lease_lost_;
   Retry retry(env_, env_.options.max_attempts);
-  std::vector<json::object> in_doubt;  // values whose write's reply was lost
+  std::vector<json::object>& in_doubt = record_in_doubt_;
   for (;;) {
     TxnRecord updated = record_;
     if (!change(updated)) return Status::Ok();
@@ -374,6 +374,7 @@ Status LargeRun::UpdateRecord(const std::function<bool(TxnRecord&)>& change, boo
     if (r.ok()) {
       record_revision_ = *r;
       record_ = std::move(updated);
+      in_doubt.clear();  // a lost write landing later would fail its CAS now
       return Status::Ok();
     }
     if (!Transient(r.code()) && r.code() != Code::kConflict) return r.status();

@@ -154,6 +154,8 @@ class LargeRun {
   TxnRecord record_;
   Revision record_revision_ = 0;
   Status lease_lost_;
+  // Record values whose write's reply was lost: found in the store later, they are ours.
+  std::vector<boost::json::object> record_in_doubt_;
 
   std::vector<Item> buffer_;
   std::uint64_t chunks_ = 0;     // chunks counted in the record (this thread's copy)
