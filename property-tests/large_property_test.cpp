@@ -24,9 +24,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/null_sink.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -39,10 +42,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/json.hpp>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/null_sink.h>
 
 #include "engine/large.h"
 #include "engine/meta.h"
@@ -69,8 +68,8 @@ constexpr const char* kColl = "lp";
 constexpr std::chrono::milliseconds kLease{5'000};
 
 std::shared_ptr<spdlog::logger> Quiet() {
-  static const auto logger = std::make_shared<spdlog::logger>(
-      "lp-quiet", std::make_shared<spdlog::sinks::null_sink_mt>());
+  static const auto logger =
+      std::make_shared<spdlog::logger>("lp-quiet", std::make_shared<spdlog::sinks::null_sink_mt>());
   return logger;
 }
 
@@ -128,7 +127,7 @@ struct Scenario {
   int lease_gone = -1;
   std::uint64_t crash_after = 0;    // 0: no crash (derived)
   std::uint64_t lease_gone_at = 0;  // 0: never (derived)
-  bool gc_faults = false;          // the collectors see transient errors too
+  bool gc_faults = false;           // the collectors see transient errors too
   // After a lost reply on a record write, the coordinator's next 4 reads of the record fail
   // (so that it cannot learn what became of that write: kUnknown paths).
   bool blind_after_lost = false;
@@ -153,16 +152,15 @@ rc::Gen<Scenario> GenScenario() {
     Scenario s;
     s.keys = *rc::gen::inRange(3, 9);
     for (int k = 0; k < s.keys; ++k) {
-      s.seed.push_back(*rc::gen::weightedElement<int>({{1, 0}, {2, 1}}) == 0
-                           ? -1
-                           : *rc::gen::inRange(0, 100));
+      s.seed.push_back(
+          *rc::gen::weightedElement<int>({{1, 0}, {2, 1}}) == 0 ? -1 : *rc::gen::inRange(0, 100));
     }
     const int n = *rc::gen::inRange(1, 17);
     for (int i = 0; i < n; ++i) {
       Step st;
       st.key = *rc::gen::inRange(0, s.keys);
-      st.kind = *rc::gen::element(Kind::kInsert, Kind::kUpdate, Kind::kAdjust, Kind::kDelete,
-                                  Kind::kPut);
+      st.kind =
+          *rc::gen::element(Kind::kInsert, Kind::kUpdate, Kind::kAdjust, Kind::kDelete, Kind::kPut);
       st.value = *rc::gen::inRange<std::int64_t>(1, 1000);
       s.steps.push_back(st);
     }
@@ -218,7 +216,8 @@ void Seed(litetx::Store& store, const Scenario& s, std::shared_ptr<litetx::Clock
   auto page = store.Scan(litetx::kTransactionsCollection, "", 100);
   RC_ASSERT(page.ok());
   for (auto& [id, doc] : page->documents) {
-    RC_ASSERT(store.Erase(Key{std::string(litetx::kTransactionsCollection), id}, doc.revision).ok());
+    RC_ASSERT(
+        store.Erase(Key{std::string(litetx::kTransactionsCollection), id}, doc.revision).ok());
   }
 }
 
@@ -310,7 +309,8 @@ bool IsFlip(const json::object& record) {
 // FaultInjectingStore lost reply, but deciding on the value written.
 class RecordReplyLoss final : public litetx::ForwardingStore {
  public:
-  RecordReplyLoss(std::shared_ptr<litetx::Store> target, std::function<bool(const json::object&)> lose)
+  RecordReplyLoss(std::shared_ptr<litetx::Store> target,
+                  std::function<bool(const json::object&)> lose)
       : ForwardingStore(std::move(target)), lose_(std::move(lose)) {}
   litetx::Result<litetx::Revision> Create(const Key& k, const json::object& v) override {
     auto r = ForwardingStore::Create(k, v);
@@ -335,8 +335,10 @@ void LargeProperty(Shares& shares, bool spare_flip) {
   Scenario s = *GenScenario();
   const Oracle o = RunOracle(s);
   // With faults a run makes more writes and calls than the fault-free one: up to twice as many.
-  if (s.crash_at >= 0) s.crash_after = 2 + static_cast<std::uint64_t>(s.crash_at) * 2 * o.writes / 1000;
-  if (s.lease_gone >= 0) s.lease_gone_at = 1 + static_cast<std::uint64_t>(s.lease_gone) * o.calls / 1000;
+  if (s.crash_at >= 0)
+    s.crash_after = 2 + static_cast<std::uint64_t>(s.crash_at) * 2 * o.writes / 1000;
+  if (s.lease_gone >= 0)
+    s.lease_gone_at = 1 + static_cast<std::uint64_t>(s.lease_gone) * o.calls / 1000;
   RC_LOG() << s.Describe() << "\n";
   RC_LOG() << "oracle: " << (o.commits ? "commits" : "fails") << ", before " << Show(o.before)
            << ", after " << Show(o.after) << "\n";
@@ -495,10 +497,13 @@ void LargeProperty(Shares& shares, bool spare_flip) {
           litetx::Status st;
           for (std::size_t i = 0; i < s.steps.size() && st.ok(); ++i) {
             st = AddStep(**t, s.steps[i], i + 1);
-            RC_ASSERT(st.code() != Code::kInvalidArgument || st.message().find("action") != std::string::npos);
+            RC_ASSERT(st.code() != Code::kInvalidArgument ||
+                      st.message().find("action") != std::string::npos);
           }
           if (st.ok()) st = (*t)->Commit().status();
-          said = st.ok() ? Said::kCommitted : st.code() == Code::kUnknown ? Said::kUnknown : Said::kFailed;
+          said = st.ok()                       ? Said::kCommitted
+                 : st.code() == Code::kUnknown ? Said::kUnknown
+                                               : Said::kFailed;
           said_text = st.ToString();
         } catch (const litetx::SimulatedCrash&) {
           (void)t->release();  // a dead process runs no destructor
@@ -516,12 +521,13 @@ void LargeProperty(Shares& shares, bool spare_flip) {
     std::unique_lock<std::mutex> lock(mu);
     ++epoch;
     passes_after[0] = passes_after[1] = 0;
-    const bool passed = cv.wait_for(lock, 20s, [&] { return passes_after[0] >= 2 && passes_after[1] >= 2; });
+    const bool passed =
+        cv.wait_for(lock, 20s, [&] { return passes_after[0] >= 2 && passes_after[1] >= 2; });
     RC_ASSERT(passed);
   }
   threads.Join();
-  RC_LOG() << "reader: " << rlog.reads << " reads, " << rlog.errors << " errors, "
-           << rlog.saw_after << " after images\n";
+  RC_LOG() << "reader: " << rlog.reads << " reads, " << rlog.errors << " errors, " << rlog.saw_after
+           << " after images\n";
   RC_ASSERT(rlog.violation == "");
 
   // What is left for a healthy collector (the concurrent ones may have had faults).
@@ -639,15 +645,15 @@ TEST(LargeProperty, FaultsCrashesAndConcurrentCollectorsAndReadersLeaveAllOrNoth
   const auto t0 = std::chrono::steady_clock::now();
   CheckCapped([&shares] { LargeProperty(shares, /*spare_flip=*/true); });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[large property] %d cases: %d committed, %d rolled back; %d coordinator crashes, "
-              "%d kUnknown reports, %d lost flip replies, %d claimed after the lease was gone, "
-              "%d where the reader saw the commit, %d needing a final healthy collector; %llu "
-              "concurrent reads, %llu concurrent collector passes; %.2f s\n",
-              shares.cases, shares.committed, shares.aborted, shares.crashed, shares.unknown,
-              shares.flip_lost,
-              shares.lease_gone_claimed, shares.reader_saw_after, shares.final_pass_needed,
-              static_cast<unsigned long long>(shares.reads),
-              static_cast<unsigned long long>(shares.collector_passes), secs);
+  std::printf(
+      "[large property] %d cases: %d committed, %d rolled back; %d coordinator crashes, "
+      "%d kUnknown reports, %d lost flip replies, %d claimed after the lease was gone, "
+      "%d where the reader saw the commit, %d needing a final healthy collector; %llu "
+      "concurrent reads, %llu concurrent collector passes; %.2f s\n",
+      shares.cases, shares.committed, shares.aborted, shares.crashed, shares.unknown,
+      shares.flip_lost, shares.lease_gone_claimed, shares.reader_saw_after,
+      shares.final_pass_needed, static_cast<unsigned long long>(shares.reads),
+      static_cast<unsigned long long>(shares.collector_passes), secs);
   if (HasFailure() || shares.cases < 100) return;
   // Each kind of case occurs (a replay of one case cannot show them).
   EXPECT_GT(shares.committed, 0);
@@ -664,9 +670,9 @@ TEST(LargeProperty, FaultsCrashesAndConcurrentCollectorsAndReadersLeaveAllOrNoth
 // is committed (RC_ASSERT(!committed) after a reported failure). Seed 5 at 1,000 cases
 //   RC_PARAMS="max_success=1000 seed=5" litetx_property_tests
 //       --gtest_also_run_disabled_tests --gtest_filter='LargeProperty.DISABLED_*'
-// falsified it (tests/large_attack_test.cpp LargeAttack.DISABLED_LostReplyOnL6ThenPausePastTheMarker
-// does so deterministically); the threads' interleaving is not replayed, so a seed may need a few
-// runs.
+// falsified it (tests/large_attack_test.cpp
+// LargeAttack.DISABLED_LostReplyOnL6ThenPausePastTheMarker does so deterministically); the threads'
+// interleaving is not replayed, so a seed may need a few runs.
 TEST(LargeProperty, DISABLED_LostFlipReplyWhileTheLeaseIsGone) {
   Shares shares;
   CheckCapped([&shares] { LargeProperty(shares, /*spare_flip=*/false); });

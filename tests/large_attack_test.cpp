@@ -155,12 +155,8 @@ const char* MeanwhileName(Meanwhile m) {
 Expect ActMeanwhile(Fixture& f, Paused&, Meanwhile m, Expect e, int writer_row = 1) {
   ExpectAtomicNow(f.w, e, OnlyRecordId(f.w), "during the pause");
   switch (m) {
-    case Meanwhile::kOneCollector:
-      (void)Pass(f.w, "gc-one");
-      break;
-    case Meanwhile::kTwoCollectors:
-      TwoAtOnce(f.w);
-      break;
+    case Meanwhile::kOneCollector: (void)Pass(f.w, "gc-one"); break;
+    case Meanwhile::kTwoCollectors: TwoAtOnce(f.w); break;
     case Meanwhile::kWriter: {
       f.w.clock->Advance(130s);
       const std::string row = RowId(writer_row);
@@ -200,22 +196,23 @@ void Attack(const std::string& name, std::function<bool(const Call&)> pause_at,
 TEST(LargeAttack, PauseBeforeL4WithTheRecordCountingTheChunk) {
   // Held right before chunk 1's create: the record counts chunk 1 already. The collector stubs
   // its key; the late create fails and the coordinator learns it was rolled back.
-  Attack("pause before L4", [](const Call& c) { return IsChunkCreate(c, 1); }, {}, false);
+  Attack(
+      "pause before L4", [](const Call& c) { return IsChunkCreate(c, 1); }, {}, false);
 }
 
 TEST(LargeAttack, LostReplyOnL4ThenPause) {
   // Chunk 1's create landed, its reply was lost; held before the resend. The collector fences
   // the chunk's documents and stubs it; the resend meets the stub.
   auto lost = std::make_shared<std::atomic<bool>>(false);
-  Attack("lost L4 reply, pause",
-         [lost](const Call& c) { return *lost && IsChunkKey(c); },
-         {[lost](const Call& c, const Status& s) -> std::optional<Status> {
-           if (s.ok() && IsChunkCreate(c, 1) && !lost->exchange(true)) {
-             return Status::Unknown("injected lost reply");
-           }
-           return std::nullopt;
-         }},
-         false);
+  Attack(
+      "lost L4 reply, pause", [lost](const Call& c) { return *lost && IsChunkKey(c); },
+      {[lost](const Call& c, const Status& s) -> std::optional<Status> {
+        if (s.ok() && IsChunkCreate(c, 1) && !lost->exchange(true)) {
+          return Status::Unknown("injected lost reply");
+        }
+        return std::nullopt;
+      }},
+      false);
 }
 
 TEST(LargeAttack, LostReplyOnAnL5ApplyThenPause) {
@@ -223,20 +220,19 @@ TEST(LargeAttack, LostReplyOnAnL5ApplyThenPause) {
   // r2 (and r3); the coordinator finds r2 changed, evaluates it again, and its chunk rewrite
   // meets the stub.
   auto lost = std::make_shared<std::atomic<bool>>(false);
-  Attack("lost L5 reply, pause",
-         [lost](const Call& c) { return *lost && c.op == Op::kGet && Key2(c); },
-         {[lost](const Call& c, const Status& s) -> std::optional<Status> {
-           if (s.ok() && IsApply(c) && Key2(c) && !lost->exchange(true)) {
-             return Status::Unknown("injected lost reply");
-           }
-           return std::nullopt;
-         }},
-         false);
+  Attack(
+      "lost L5 reply, pause",
+      [lost](const Call& c) { return *lost && c.op == Op::kGet && Key2(c); },
+      {[lost](const Call& c, const Status& s) -> std::optional<Status> {
+        if (s.ok() && IsApply(c) && Key2(c) && !lost->exchange(true)) {
+          return Status::Unknown("injected lost reply");
+        }
+        return std::nullopt;
+      }},
+      false);
 }
 
-TEST(LargeAttack, PauseBetweenL5AndL6) {
-  Attack("pause before the flip", IsFlip, {}, false);
-}
+TEST(LargeAttack, PauseBetweenL5AndL6) { Attack("pause before the flip", IsFlip, {}, false); }
 
 TEST(LargeAttack, LostReplyOnL6ThenPauseWhileACollectorFinishesUpToTheMarker) {
   // The flip landed, its reply was lost; held before the read back. A collector finishes every
@@ -270,13 +266,14 @@ TEST(LargeAttack, LostReplyOnL6ThenPauseWhileACollectorFinishesUpToTheMarker) {
 // kUnknown). Seen: kAborted.
 TEST(LargeAttack, DISABLED_LostReplyOnL6ThenPausePastTheMarker) {
   auto lost = std::make_shared<std::atomic<bool>>(false);
-  Attack("lost L6 reply, pause",
-         [lost](const Call& c) { return *lost && c.op == Op::kGet && c.on_record(); },
-         {[lost](const Call& c, const Status& s) -> std::optional<Status> {
-           if (s.ok() && IsFlip(c) && !lost->exchange(true)) return Status::Unknown("injected");
-           return std::nullopt;
-         }},
-         true);
+  Attack(
+      "lost L6 reply, pause",
+      [lost](const Call& c) { return *lost && c.op == Op::kGet && c.on_record(); },
+      {[lost](const Call& c, const Status& s) -> std::optional<Status> {
+        if (s.ok() && IsFlip(c) && !lost->exchange(true)) return Status::Unknown("injected");
+        return std::nullopt;
+      }},
+      true);
 }
 
 TEST(LargeAttack, PauseInsideL7WhileACollectorFinishesTheSameChunks) {
@@ -435,8 +432,9 @@ TEST(LargeAttack, TwoCollectorsSettleTheSameLargeRecordConcurrently) {
     w.Seed(wl);
     Expect e = Plan(wl, 3);  // 8 chunks
     auto link = std::make_shared<Link>(w.mem);
-    link->DieAfter(committed ? std::function<bool(const Call&)>(IsFlip)
-                             : [](const Call& c) { return IsApply(c) && c.key == Key{kRows, "r22"}; });
+    link->DieAfter(committed ? std::function<bool(const Call&)>(IsFlip) : [](const Call& c) {
+      return IsApply(c) && c.key == Key{kRows, "r22"};
+    });
     DriveOptions o;
     o.txn = Chunked(3);
     Drove d = Drive(w, link, wl, o);
@@ -448,7 +446,8 @@ TEST(LargeAttack, TwoCollectorsSettleTheSameLargeRecordConcurrently) {
     ASSERT_NE(start(a_name), start(b_name));
     Gate gate;
     // Each collector is held at its first chunk read (its start chunk), noted in `first`.
-    auto hold_first_chunk_read = [&gate](std::shared_ptr<Link> l, std::shared_ptr<std::string> first) {
+    auto hold_first_chunk_read = [&gate](std::shared_ptr<Link> l,
+                                         std::shared_ptr<std::string> first) {
       auto once = std::make_shared<std::atomic<bool>>(false);
       l->befores.push_back([&gate, once, first](const Call& c) -> std::optional<Status> {
         if (c.op == Op::kGet && IsChunkKey(c) && !once->exchange(true)) {

@@ -90,7 +90,7 @@ Dry DryRun(const Config& c, const Workload& wl) {
   dry.writes = counter->writes();
   dry.said = d.said;
   EXPECT_EQ(d.said, c.path == Path::kCommit || c.path == Path::kCommitThenSettle ? Said::kCommitted
-                                                                                  : Said::kFailed)
+                                                                                 : Said::kFailed)
       << c.Describe() << ": " << d.status.ToString();
   return dry;
 }
@@ -137,8 +137,8 @@ TEST(LargeCrash, CoordinatorCrashAfterEveryWriteThenOneOrTwoCollectors) {
     const bool commits = c.path == Path::kCommit || c.path == Path::kCommitThenSettle;
     ASSERT_EQ(dry.flip != 0, commits) << c.Describe();
     for (std::uint64_t k = 1; k <= dry.writes; ++k) {
-      const std::string where = c.Describe() + ", crash after write " + std::to_string(k) +
-                                " of " + std::to_string(dry.writes);
+      const std::string where = c.Describe() + ", crash after write " + std::to_string(k) + " of " +
+                                std::to_string(dry.writes);
       LargeWorld w;
       w.Seed(wl);
       auto watch = std::make_shared<Link>(w.mem);  // beneath the crash: sees what landed
@@ -193,16 +193,14 @@ TEST(LargeCrash, CoordinatorCrashAfterEveryWriteThenOneOrTwoCollectors) {
       }
     }
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[large crash] %llu coordinator crash points (%llu ended committed, %llu rolled "
-              "back; %llu right after a chunk create; %llu after the commit point was reported; "
-              "%llu settled by two collectors at once), %.2f s\n",
-              static_cast<unsigned long long>(points), static_cast<unsigned long long>(committed),
-              static_cast<unsigned long long>(aborted),
-              static_cast<unsigned long long>(chunk_boundaries),
-              static_cast<unsigned long long>(reported), static_cast<unsigned long long>(pairs),
-              secs);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "[large crash] %llu coordinator crash points (%llu ended committed, %llu rolled "
+      "back; %llu right after a chunk create; %llu after the commit point was reported; "
+      "%llu settled by two collectors at once), %.2f s\n",
+      static_cast<unsigned long long>(points), static_cast<unsigned long long>(committed),
+      static_cast<unsigned long long>(aborted), static_cast<unsigned long long>(chunk_boundaries),
+      static_cast<unsigned long long>(reported), static_cast<unsigned long long>(pairs), secs);
   // Every path and side occurs.
   EXPECT_GT(committed, 0u);
   EXPECT_GT(aborted, 0u);
@@ -255,12 +253,12 @@ TEST(LargeCrash, CollectorCrashAfterEveryWriteForEveryCoordinatorCrash) {
       ++cases;
     }
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[large crash] %llu coordinator crash points x every collector write: %llu "
-              "collector crash points, %.2f s\n",
-              static_cast<unsigned long long>(cases),
-              static_cast<unsigned long long>(collector_points), secs);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "[large crash] %llu coordinator crash points x every collector write: %llu "
+      "collector crash points, %.2f s\n",
+      static_cast<unsigned long long>(cases), static_cast<unsigned long long>(collector_points),
+      secs);
   EXPECT_GT(collector_points, cases);
 }
 

@@ -119,8 +119,8 @@ TEST(LargeFailure, L2) {
   {
     SCOPED_TRACE("a read of chunk 1 keeps failing: rollback, kUnavailable");
     Fixture f;
-    f.link->befores.push_back(Refuse(
-        [](const Call& c) { return c.op == Op::kGet && Key2(c); }, Code::kUnavailable));
+    f.link->befores.push_back(
+        Refuse([](const Call& c) { return c.op == Op::kGet && Key2(c); }, Code::kUnavailable));
     Drove d = Drive(f.w, f.link, f.wl);
     EXPECT_EQ(d.status.code(), Code::kUnavailable) << d.status.ToString();
     // The coordinator rolled back itself: the marker is there before any collector.
@@ -131,8 +131,8 @@ TEST(LargeFailure, L2) {
   {
     SCOPED_TRACE("a read failing once is retried alone");
     Fixture f;
-    f.link->befores.push_back(Refuse(
-        [](const Call& c) { return c.op == Op::kGet && Key2(c); }, Code::kUnavailable, 1));
+    f.link->befores.push_back(
+        Refuse([](const Call& c) { return c.op == Op::kGet && Key2(c); }, Code::kUnavailable, 1));
     Drove d = Drive(f.w, f.link, f.wl);
     ASSERT_TRUE(d.status.ok()) << d.status.ToString();
     ExpectSettled(f.w, f.e, d.id, d.said, "read retried");
@@ -213,13 +213,14 @@ TEST(LargeFailure, L3) {
     SCOPED_TRACE("lost reply, landed, re-read fails: rollback adopts it later (counts chunk 1)");
     Fixture f;
     auto reads_left = std::make_shared<std::atomic<int>>(0);
-    f.link->afters.push_back([reads_left, count1](const Call& c, const Status& s) -> std::optional<Status> {
-      if (s.ok() && count1(c) && c.nth == 2) {  // nth: the second replace of the record
-        reads_left->store(4);                   // GetWithRetry's max_attempts
-        return Status::Unknown("injected lost reply");
-      }
-      return std::nullopt;
-    });
+    f.link->afters.push_back(
+        [reads_left, count1](const Call& c, const Status& s) -> std::optional<Status> {
+          if (s.ok() && count1(c) && c.nth == 2) {  // nth: the second replace of the record
+            reads_left->store(4);                   // GetWithRetry's max_attempts
+            return Status::Unknown("injected lost reply");
+          }
+          return std::nullopt;
+        });
     f.link->befores.push_back([reads_left](const Call& c) -> std::optional<Status> {
       if (c.op == Op::kGet && c.on_record() && reads_left->fetch_sub(1) > 0) {
         return Status::Unavailable("injected");
@@ -646,7 +647,8 @@ TEST(LargeFailure, L7) {
   {
     SCOPED_TRACE("every finishing write and chunk erase loses its reply: harmless");
     Fixture f;
-    f.link->afters.push_back(LoseReply([](const Call& c) { return IsRowRelease(c) || IsChunkErase(c); }));
+    f.link->afters.push_back(
+        LoseReply([](const Call& c) { return IsRowRelease(c) || IsChunkErase(c); }));
     Drove d = Drive(f.w, f.link, f.wl);
     ASSERT_TRUE(d.status.ok()) << d.status.ToString();
     EXPECT_TRUE(d.info.settled);
@@ -749,8 +751,8 @@ TEST(LargeFailure, R) {
     SCOPED_TRACE("reversal of r2 fails for good, rollback_timeout 2 s: left to the collector");
     Fixture f;
     f.wl = FailingAtTheEnd();
-    f.link->befores.push_back(Refuse([](const Call& c) { return IsRowRelease(c) && Key2(c); },
-                                     Code::kUnavailable));
+    f.link->befores.push_back(
+        Refuse([](const Call& c) { return IsRowRelease(c) && Key2(c); }, Code::kUnavailable));
     litetx::Options o = f.w.Opts();
     o.rollback_timeout = 2s;
     Drove d = Drive(f.w, f.link, f.wl, {}, o);
@@ -765,8 +767,8 @@ TEST(LargeFailure, R) {
   {
     SCOPED_TRACE("explicit Rollback() that gives up reports the error");
     Fixture f;
-    f.link->befores.push_back(Refuse([](const Call& c) { return IsRowRelease(c) && Key2(c); },
-                                     Code::kUnavailable));
+    f.link->befores.push_back(
+        Refuse([](const Call& c) { return IsRowRelease(c) && Key2(c); }, Code::kUnavailable));
     litetx::Options o = f.w.Opts();
     o.rollback_timeout = 2s;
     DriveOptions dopt;
@@ -804,8 +806,9 @@ TEST(LargeFailure, R_Crash) {
 // started), or after its flip (committed, every row held).
 
 Drove Abandon(Fixture& f, bool committed) {
-  f.link->DieAfter(committed ? std::function<bool(const Call&)>(IsFlip)
-                             : [](const Call& c) { return IsApply(c) && c.key == Key{kRows, "r3"}; });
+  f.link->DieAfter(committed ? std::function<bool(const Call&)>(IsFlip) : [](const Call& c) {
+    return IsApply(c) && c.key == Key{kRows, "r3"};
+  });
   Drove d = Drive(f.w, f.link, f.wl);
   EXPECT_TRUE(d.crashed);
   return d;
@@ -878,8 +881,11 @@ TEST(LargeFailure, C2) {
       Fixture f;
       Drove d = Abandon(f, committed);
       auto gl = std::make_shared<Link>(f.w.mem);
-      gl->befores.push_back(Refuse([](const Call& c) { return IsRowRelease(c) && c.key == Key{kRows, "r3"}; },
-                                   Code::kUnavailable));
+      gl->befores.push_back(Refuse(
+          [](const Call& c) {
+            return IsRowRelease(c) && c.key == Key{kRows, "r3"};
+          },
+          Code::kUnavailable));
       f.w.clock->Advance(130s);
       Collector gc(gl, f.w.Gc());
       EXPECT_EQ(gc.RunOnce().code(), Code::kUnavailable);
@@ -893,8 +899,11 @@ TEST(LargeFailure, C2) {
       Fixture f;
       Drove d = Abandon(f, committed);
       auto gl = std::make_shared<Link>(f.w.mem);
-      gl->befores.push_back(Refuse([](const Call& c) { return IsRowRelease(c) && c.key == Key{kRows, "r3"}; },
-                                   Code::kUnavailable, 1));
+      gl->befores.push_back(Refuse(
+          [](const Call& c) {
+            return IsRowRelease(c) && c.key == Key{kRows, "r3"};
+          },
+          Code::kUnavailable, 1));
       f.w.clock->Advance(130s);
       Collector gc(gl, f.w.Gc());
       ASSERT_TRUE(gc.RunOnce().ok());
@@ -1033,9 +1042,11 @@ TEST(LargeFailure, C4) {
     EXPECT_EQ(Collect(f.w), 0u);
     f.w.clock->Advance(2h);
     auto gl = std::make_shared<Link>(f.w.mem);
-    gl->befores.push_back(Refuse([&](const Call& c) {
-      return IsChunkErase(c) && c.key == litetx::engine::ChunkKey(d.id, 1);
-    }, Code::kUnavailable));
+    gl->befores.push_back(Refuse(
+        [&](const Call& c) {
+          return IsChunkErase(c) && c.key == litetx::engine::ChunkKey(d.id, 1);
+        },
+        Code::kUnavailable));
     Collector gc(gl, f.w.Gc());
     EXPECT_FALSE(gc.RunOnce().ok());
     EXPECT_EQ(MarkerCount(*f.w.mem), 1u);

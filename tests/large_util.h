@@ -14,6 +14,8 @@
 //     against what the coordinator reported, the chunk documents, and the purge.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
@@ -23,8 +25,6 @@
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/large.h"
 #include "litetx/collector.h"
@@ -75,7 +75,8 @@ struct Workload {
   std::vector<Act> acts;
   std::string Describe() const {
     std::string s;
-    for (const Act& a : acts) s += std::string(s.empty() ? "" : ", ") + KindName(a.kind) + " " + a.id;
+    for (const Act& a : acts)
+      s += std::string(s.empty() ? "" : ", ") + KindName(a.kind) + " " + a.id;
     return s;
   }
 };
@@ -144,7 +145,8 @@ inline std::vector<Content> ReadAll(Database& db, const std::vector<std::string>
 }
 
 // Stored versions ("_ltx".v) of `ids`; 0 if absent.
-inline std::vector<std::uint64_t> RawVersions(litetx::Store& store, const std::vector<std::string>& ids) {
+inline std::vector<std::uint64_t> RawVersions(litetx::Store& store,
+                                              const std::vector<std::string>& ids) {
   std::vector<std::uint64_t> out;
   for (const std::string& id : ids) {
     auto g = store.Get(Key{kRows, id});
@@ -332,9 +334,7 @@ inline bool IsApply(const Call& c) {
   return IsRows(c) && (c.op == Op::kCreate || c.op == Op::kReplace) && !HolderOf(c).empty();
 }
 // L7 / rollback / fence: a write of a row that leaves it free.
-inline bool IsRowRelease(const Call& c) {
-  return IsRows(c) && c.is_write() && HolderOf(c).empty();
-}
+inline bool IsRowRelease(const Call& c) { return IsRows(c) && c.is_write() && HolderOf(c).empty(); }
 inline bool IsFlip(const Call& c) { return c.is_commit_point(); }
 inline bool IsAbort(const Call& c) { return c.is_abort_flip(); }
 inline bool IsMarkerWrite(const Call& c) { return c.op == Op::kReplace && c.is_marker(); }
@@ -369,9 +369,9 @@ inline bool ExpectAtomicNow(LargeWorld& w, const Expect& e, const std::string& i
   if (!id.empty()) {
     auto rec = LargeRecord(w, id);
     const bool committed = rec && rec->state == litetx::engine::TxnState::kCommitted;
-    EXPECT_EQ(is_after, committed) << where << ": the reads disagree with the record ("
-                                   << (rec ? litetx::engine::TxnStateName(rec->state) : "absent")
-                                   << ")";
+    EXPECT_EQ(is_after, committed)
+        << where << ": the reads disagree with the record ("
+        << (rec ? litetx::engine::TxnStateName(rec->state) : "absent") << ")";
   }
   return is_after;
 }
@@ -444,8 +444,10 @@ inline Settled ExpectSettled(LargeWorld& w, const Expect& e, std::string id, Sai
       EXPECT_EQ(o, *outcome_before) << where << ": Outcome changed its answer";
     }
     for (const auto& [key, chunk] : ChunksOf(*w.mem, id)) {
-      EXPECT_FALSE(out.committed) << where << ": chunk " << key << " left by a committed transaction";
-      EXPECT_TRUE(chunk.fence) << where << ": chunk " << key << " of an aborted transaction is no stub";
+      EXPECT_FALSE(out.committed) << where << ": chunk " << key
+                                  << " left by a committed transaction";
+      EXPECT_TRUE(chunk.fence) << where << ": chunk " << key
+                               << " of an aborted transaction is no stub";
     }
   } else if (said != Said::kFailed) {
     // No record at all: nothing may have been written.
@@ -461,7 +463,8 @@ inline Settled ExpectSettled(LargeWorld& w, const Expect& e, std::string id, Sai
   w.clock->Advance(2h);
   litetx::Collector purge(w.mem, w.Gc("gc-purge"));
   EXPECT_TRUE(purge.RunOnce().ok()) << where;
-  EXPECT_TRUE(ScanAll(*w.mem, ChunksCollection()).empty()) << where << ": chunk documents after the purge";
+  EXPECT_TRUE(ScanAll(*w.mem, ChunksCollection()).empty())
+      << where << ": chunk documents after the purge";
   EXPECT_EQ(MarkerCount(*w.mem), 0u) << where << ": markers after the purge";
   EXPECT_EQ(ReadAll(*w.direct, e.ids), now) << where << ": the purge changed rows";
   if (!id.empty()) {
@@ -485,7 +488,7 @@ struct Drove {
 
 struct DriveOptions {
   LargeTransactionOptions txn = Chunked(2);
-  bool settle_after = false;  // with txn.settle off: call Settle() after a successful Commit
+  bool settle_after = false;      // with txn.settle off: call Settle() after a successful Commit
   bool rollback_instead = false;  // call Rollback() instead of Commit()
   bool die_after_begin = false;   // the process dies right after BeginLarge returned
 };
@@ -493,7 +496,7 @@ struct DriveOptions {
 // Runs `wl` through `store`: BeginLarge, every action, Commit (or Rollback). A SimulatedCrash
 // ends the run as a process death: the handle is dropped without its destructor.
 inline Drove Drive(LargeWorld& w, std::shared_ptr<litetx::Store> store, const Workload& wl,
-            DriveOptions d = {}, std::optional<litetx::Options> dbo = std::nullopt) {
+                   DriveOptions d = {}, std::optional<litetx::Options> dbo = std::nullopt) {
   Drove out;
   Database db(std::move(store), dbo ? *dbo : w.Opts());
   auto t = db.BeginLarge(d.txn);

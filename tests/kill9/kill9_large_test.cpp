@@ -24,12 +24,14 @@
 // LITETX_KILL9_LARGE_ROUNDS=N sets the count. The seed is printed; LITETX_KILL9_SEED=N replays
 // its choices (the kill moments relative to the worker's progress still vary with scheduling).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,9 +41,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <boost/json.hpp>
-#include <gtest/gtest.h>
 
 #include "engine/large.h"
 #include "engine/meta.h"
@@ -117,7 +116,8 @@ WorkerRun RunAndKill(const std::vector<std::string>& args, std::chrono::millisec
     }
   };
   while (!eof && SteadyClock::now() < deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     read_some(static_cast<int>(std::max<long>(0, left.count())));
   }
   ::kill(pid, SIGKILL);
@@ -214,8 +214,8 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
 
   std::uint64_t committed_total = 0;
   std::set<std::string> committed_tags;
-  std::uint64_t acks = 0, fails = 0, doubt = 0, doubt_applied = 0, left_open = 0,
-                left_chunks = 0, left_held = 0, gc_finished = 0, gc_reversed = 0;
+  std::uint64_t acks = 0, fails = 0, doubt = 0, doubt_applied = 0, left_open = 0, left_chunks = 0,
+                left_held = 0, gc_finished = 0, gc_reversed = 0;
   const auto started = SteadyClock::now();
   for (int round = 1; round <= rounds; ++round) {
     char round_id[16];
@@ -223,9 +223,12 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
     const bool racing_gc = round % 4 == 0;
     const std::string sync = round % 5 == 0 ? "durable" : round % 2 == 0 ? "nometasync" : "nosync";
     const auto delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 120)(rng));
-    std::vector<std::string> args = {"--store", dir, "--sync", sync, "--round", round_id,
-                                     "--rows", std::to_string(kRows), "--hot",
-                                     std::to_string(kHot), "--seed", std::to_string(rng()),
+    std::vector<std::string> args = {"--store",    dir,
+                                     "--sync",     sync,
+                                     "--round",    round_id,
+                                     "--rows",     std::to_string(kRows),
+                                     "--hot",      std::to_string(kHot),
+                                     "--seed",     std::to_string(rng()),
                                      "--lease-ms", "2000"};
     if (racing_gc) args.insert(args.end(), {"--gc-older-than-ms", "30"});
     const std::string where = std::string("round ") + round_id + " (" + sync +
@@ -281,7 +284,8 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
     gc_finished += st.finished;
     gc_reversed += st.reversed;
     ASSERT_TRUE(Scan(*store, litetx::kTransactionsCollection).empty()) << where << ": records left";
-    ASSERT_TRUE(Scan(*store, litetx::engine::kChunksCollection).empty()) << where << ": chunks left";
+    ASSERT_TRUE(Scan(*store, litetx::engine::kChunksCollection).empty())
+        << where << ": chunks left";
     ASSERT_EQ(HeldIn(*store, rows_collection) + HeldIn(*store, "kl.hot"), 0u) << where;
 
     // Every transaction of the round: all rows or none.
@@ -290,7 +294,8 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
     for (const auto& [id, doc] : Scan(*store, rows_collection)) {
       auto r = db.Read(rows_collection, id);
       ASSERT_TRUE(r.ok()) << where << ": " << r.status().ToString();
-      if (r->state != litetx::DocumentState::kFound) continue;  // a rolled-back insert's placeholder
+      if (r->state != litetx::DocumentState::kFound)
+        continue;  // a rolled-back insert's placeholder
       ASSERT_TRUE(r->doc.contains("tag")) << where;
       ++rows_of[std::string(r->doc.at("tag").as_string())];
     }
@@ -333,16 +338,17 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
     doubt += run.in_doubt.size();
   }
   const double secs = std::chrono::duration<double>(SteadyClock::now() - started).count();
-  std::printf("[kill9 large] rounds %d: committed transactions %llu (acknowledged %llu), failed "
-              "%llu, in doubt at the kill %llu (applied %llu); the kills left %llu open records, "
-              "%llu chunk documents, %llu held documents; the collector finished %llu and "
-              "reversed %llu; %.1f s\n",
-              rounds, static_cast<unsigned long long>(committed_total),
-              static_cast<unsigned long long>(acks), static_cast<unsigned long long>(fails),
-              static_cast<unsigned long long>(doubt), static_cast<unsigned long long>(doubt_applied),
-              static_cast<unsigned long long>(left_open), static_cast<unsigned long long>(left_chunks),
-              static_cast<unsigned long long>(left_held), static_cast<unsigned long long>(gc_finished),
-              static_cast<unsigned long long>(gc_reversed), secs);
+  std::printf(
+      "[kill9 large] rounds %d: committed transactions %llu (acknowledged %llu), failed "
+      "%llu, in doubt at the kill %llu (applied %llu); the kills left %llu open records, "
+      "%llu chunk documents, %llu held documents; the collector finished %llu and "
+      "reversed %llu; %.1f s\n",
+      rounds, static_cast<unsigned long long>(committed_total),
+      static_cast<unsigned long long>(acks), static_cast<unsigned long long>(fails),
+      static_cast<unsigned long long>(doubt), static_cast<unsigned long long>(doubt_applied),
+      static_cast<unsigned long long>(left_open), static_cast<unsigned long long>(left_chunks),
+      static_cast<unsigned long long>(left_held), static_cast<unsigned long long>(gc_finished),
+      static_cast<unsigned long long>(gc_reversed), secs);
   if (rounds >= 20) {
     // Kills land mid-transaction: the collector had records to reverse, chunks and holds were
     // left behind, and transactions were committed.

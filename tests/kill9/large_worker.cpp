@@ -51,8 +51,8 @@ void Say(const std::string& line) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> args;
   for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
-  for (const char* required : {"--store", "--sync", "--round", "--rows", "--hot", "--seed",
-                               "--lease-ms"}) {
+  for (const char* required :
+       {"--store", "--sync", "--round", "--rows", "--hot", "--seed", "--lease-ms"}) {
     if (!args.contains(required)) Die(2, std::string("missing ") + required);
   }
   litetx::LmdbOptions lo;
