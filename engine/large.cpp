@@ -287,23 +287,31 @@ LargeRun::LargeRun(const Env& env, LargeTransactionOptions options)
 Result<std::unique_ptr<LargeRun>> LargeRun::Begin(const Env& env,
                                                   LargeTransactionOptions options) {
   std::unique_ptr<LargeRun> run(new LargeRun(env, std::move(options)));
+  // Not open (nothing to roll back on destruction) until the record is known to be written.
+  run->phase_ = Phase::kFailed;
   if (Status s = run->WriteRecord(); !s.ok()) {
-    run->phase_ = Phase::kFailed;
     run->error_ = s;
     return std::move(s).WithTxnId(run->id_);
   }
+  run->phase_ = Phase::kOpen;
   return run;
 }
 
 LargeRun::~LargeRun() {
-  if (phase_ == Phase::kOpen) {
+  renewal_.Reset();
+  if (phase_ != Phase::kOpen) return;
+  // A destructor must not throw: a store that throws (a test's simulated crash) while this runs
+  // during unwinding would end the process. What is not rolled back is the collector's.
+  try {
     Status s = Rollback();
     if (!s.ok()) {
       env_.log.warn("large txn {}: rollback on destruction left to the collector: {}", id_,
                     s.ToString());
     }
+  } catch (const std::exception& e) {
+    env_.log.warn("large txn {}: rollback on destruction failed, left to the collector: {}", id_,
+                  e.what());
   }
-  renewal_.Reset();
 }
 
 Status LargeRun::WriteRecord() {
@@ -701,6 +709,8 @@ Status LargeRun::ApplyOne(Slot& slot, Chunk& chunk, std::size_t index, Status fi
 
 Status LargeRun::Fail(Status why) {
   if (why.code() == Code::kUnknown) {
+    // Undecided: the record is left as it is for the collector, so its lease must run out.
+    renewal_.Reset();
     phase_ = Phase::kUnknown;
   } else {
     phase_ = Phase::kFailed;
@@ -725,7 +735,10 @@ Status LargeRun::SettleAs(TxnState state) {
         return true;
       });
       if (s.ok() || s.code() == Code::kAborted) break;  // aborted by us, or claimed
-      if (!Transient(s.code()) || !retry.Next()) return s;
+      if (!Transient(s.code()) || !retry.Next()) {
+        renewal_.Reset();  // left to the collector once the lease has run out
+        return s;
+      }
     }
   }
   renewal_.Reset();
@@ -772,21 +785,37 @@ Result<LargeCommitInfo> LargeRun::Commit() {
         return true;
       },
       &unknown);
-  if (!flip.ok()) {
-    if (unknown && flip.code() != Code::kAborted) {
+  bool done = false;  // found settled by someone else already
+  if (!flip.ok() && unknown) {
+    // A flip whose reply was lost may have landed, and only this coordinator ever commits its
+    // record: the record as it is now tells. Committed (or a committed outcome marker: a
+    // collector finished it meanwhile) → it landed; aborted → it never did (a claim can only
+    // follow a pending record); gone or unreadable → unknown.
+    auto g = GetWithRetry(env_, record_key_);
+    Result<TxnRecord> now = Status::NotFound("");
+    if (g.ok() && g->has_value()) now = DecodeRecord((*g)->value);
+    if (now.ok() && now->state == TxnState::kCommitted) {
+      flip = Status::Ok();
+      done = now->done;
+    } else if (!now.ok() || now->state != TxnState::kAborted) {
       return Fail(Status::Unknown("the commit flip's reply was lost: " + flip.message()));
+    } else {
+      flip = Status::Aborted("transaction " + id_ + " was rolled back by " +
+                             (now->aborted_by.empty() ? std::string("a collector") : now->aborted_by));
     }
-    return Fail(std::move(flip));
   }
+  if (!flip.ok()) return Fail(std::move(flip));
   phase_ = Phase::kCommitted;
   renewal_.Reset();
+  settled_ = done;
   if (options_.on_commit_point) options_.on_commit_point();
   LargeCommitInfo info;
   info.txn_id = id_;
   info.written = written_;
   info.skipped = skipped_;
   info.chunks = chunks_;
-  if (options_.settle) {
+  info.settled = settled_;
+  if (options_.settle && !settled_) {
     Status s = Settle();
     if (!s.ok()) env_.log.warn("large txn {}: finishing left to the collector: {}", id_, s.ToString());
     info.settled = s.ok();

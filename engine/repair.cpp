@@ -1,5 +1,6 @@
 #include "engine/repair.h"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -315,8 +316,11 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
 
     if (record.done) {
       // A fence is kept: its transaction's record create may still be on its way.
-      if (record.fence ||
-          MillisSince(policy.now_ms, record.done_at_ms) < policy.outcome_retention_ms) {
+      std::int64_t keep = policy.outcome_retention_ms;
+      if (record.large && record.state == TxnState::kAborted) {
+        keep = std::max(keep, policy.tombstone_retention_ms);
+      }
+      if (record.fence || MillisSince(policy.now_ms, record.done_at_ms) < keep) {
         return RepairOutcome::kNotStale;
       }
       if (record.large) {

@@ -31,6 +31,9 @@ struct RepairPolicy {
   std::int64_t now_ms = 0;            // the repairer's clock
   std::int64_t older_than_ms = 0;     // > 0: also stale once created this long ago
   std::int64_t outcome_retention_ms = 3'600'000;  // then an outcome marker is erased
+  // A rolled-back large transaction's chunk stubs fence late chunk writes of a paused
+  // coordinator: its marker (and the stubs) are kept at least this long too (0: not longer).
+  std::int64_t tombstone_retention_ms = 86'400'000;
 };
 
 enum class RepairOutcome : std::uint8_t {

@@ -65,7 +65,8 @@ Status Collector::RunOnce() {
     for (auto& [id, doc] : page->documents) {
       if (stopping_.load()) break;
       engine::RepairPolicy policy{options_.name, env.clock.NowMillis(),
-                                  options_.older_than.count(), options_.outcome_retention.count()};
+                                  options_.older_than.count(), options_.outcome_retention.count(),
+                                  options_.tombstone_retention.count()};
       auto r = engine::RepairTransaction(env, id, std::move(doc), policy);
       if (!r.ok()) {
         env.log.error("gc {}: transaction {} not repaired: {}", options_.name, id,

@@ -258,13 +258,9 @@ TEST(LargeAttack, LostReplyOnL6ThenPauseWhileACollectorFinishesUpToTheMarker) {
 
 // The flip landed and its reply was lost; the coordinator is held before it reads the record
 // back, past its lease. A collector finishes the committed transaction and writes its outcome
-// marker. On resume, LargeRun::UpdateRecord finds neither the bytes it sent (the record is now a
-// marker) nor its revision, takes that for a claim and reports kAborted; Commit then returns
-// kAborted although the transaction is committed (every row written, Outcome kCommitted). The
-// classic path treats a committed record or marker found after a lost flip reply as its own
-// commit (docs/protocol.md §6.4); the large path does not. Expected: Commit returns OK (or
-// kUnknown). Seen: kAborted.
-TEST(LargeAttack, DISABLED_LostReplyOnL6ThenPausePastTheMarker) {
+// marker. On resume the coordinator finds a committed marker: only it ever commits its record, so
+// its flip landed, and Commit returns OK (docs/protocol.md §9.3 L6).
+TEST(LargeAttack, LostReplyOnL6ThenPausePastTheMarker) {
   auto lost = std::make_shared<std::atomic<bool>>(false);
   Attack(
       "lost L6 reply, pause",
@@ -351,15 +347,11 @@ TEST(LargeAttack, AWriterMeetingAStalePendingLargeHoldClaimsIt) {
 
 // A Commit whose flip reply was lost and could not be resolved returns kUnknown and leaves the
 // record to the collector (docs/protocol.md §9.3 L6: "Database::Outcome settles it"). The
-// handle, still alive, must not keep that record's lease alive: otherwise no collector can
-// ever settle it while the caller keeps the handle, and Outcome stays kPending. Here the flip
-// never lands; with renew_leases on (lease 200 ms, renewals every 50 ms of real time) the clock
-// passes the lease and the record's gc_at is watched for 1 s of real time.
-// Seen: LargeRun::Fail(kUnknown) does not end the lease registration (renewal_): the lease
-// keeper pushes gc_at out again within one period, the collector finds the record not stale,
-// and Outcome stays kPending for as long as the handle lives. Expected: gc_at unchanged, the
-// collector claims and reverses it, Outcome kAborted.
-TEST(LargeAttack, DISABLED_AHandleThatReportedUnknownStopsRenewingItsLease) {
+// handle, still alive, must not keep that record's lease alive: otherwise no collector could
+// settle it while the caller keeps the handle. Here the flip never lands; with renew_leases on
+// (lease 200 ms, renewals every 50 ms of real time) the clock passes the lease and the record's
+// gc_at is watched for 1 s of real time: unchanged, and the collector claims and reverses it.
+TEST(LargeAttack, AHandleThatReportedUnknownStopsRenewingItsLease) {
   Fixture f;
   litetx::Options o = f.w.Opts();
   o.renew_leases = true;
@@ -394,21 +386,19 @@ TEST(LargeAttack, DISABLED_AHandleThatReportedUnknownStopsRenewingItsLease) {
 // A coordinator held between its count of chunk 1 and the chunk's create for longer than the
 // outcome retention (1 h) but less than the tombstone retention (24 h, the documented bound on
 // a coordinator's pause, docs/protocol.md §7). A collector claims it and takes chunk 1's key
-// with a stub; the purge then erases the marker and the stubs. On resume the late chunk create
-// lands on the free key and the chunk's applies land too (their documents were never fenced:
-// only the stub stood for them). The coordinator reports kAborted (right), but chunk document 1
-// is never erased (nobody knows of it any more), and r2, r3 stay held by a transaction with no
-// record until a writer or a collector sweep undoes them. Expected: no chunk document and no
-// hold left after the collector. Seen: chunk document 1 left for good (and the two holds until
-// a sweep).
-TEST(LargeAttack, DISABLED_PauseLongerThanTheOutcomeRetentionBeforeL4) {
+// with a stub. A rolled-back large transaction's marker and stubs are kept for the tombstone
+// retention, so the purge after 2 h leaves them; on resume the late chunk create fails on the
+// stub, the coordinator reports the failure and none of the chunk's applies is sent. Once the
+// tombstone retention has passed, the purge takes the stubs and the marker.
+TEST(LargeAttack, PauseLongerThanTheOutcomeRetentionBeforeL4) {
   Fixture f;
   Paused p(f.w, f.wl, [](const Call& c) { return IsChunkCreate(c, 1); });
   ASSERT_TRUE(p.Held());
   EXPECT_EQ(Pass(f.w, "gc-one").reversed, 1u);
   f.w.clock->Advance(2h);
   (void)Pass(f.w, "gc-purge");
-  ASSERT_TRUE(ScanAll(*f.w.mem, ChunksCollection()).empty());
+  ASSERT_FALSE(ScanAll(*f.w.mem, ChunksCollection()).empty()) << "stubs purged too early";
+  EXPECT_EQ(MarkerCount(*f.w.mem), 1u);
   ASSERT_TRUE(p.Resume());
   EXPECT_EQ(p.drove.said, Said::kFailed) << p.drove.status.ToString();
   EXPECT_EQ(p.Late(), std::vector<std::string>{}) << "late writes landed";
@@ -418,7 +408,10 @@ TEST(LargeAttack, DISABLED_PauseLongerThanTheOutcomeRetentionBeforeL4) {
   (void)gc.RunOnce();
   EXPECT_EQ(ReadAll(*f.w.direct, f.e.ids), f.e.before);
   ExpectClean(*f.w.mem, {kRows});
+  f.w.clock->Advance(23h);
+  (void)Pass(f.w, "gc-purge-later");
   EXPECT_TRUE(ScanAll(*f.w.mem, ChunksCollection()).empty()) << "a chunk document left for good";
+  EXPECT_EQ(MarkerCount(*f.w.mem), 0u);
 }
 
 // Two collectors settle the same abandoned large transaction at once, starting at different

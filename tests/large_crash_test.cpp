@@ -14,8 +14,7 @@
 // coordinator crash point of the smaller workloads, then runs a healthy collector.
 //
 // The first write (the record create) is crashed by dropping the handle right after BeginLarge
-// returned: a crash thrown out of BeginLarge itself aborts the process (see
-// LargeFailure.DISABLED_L1_CrashInsideBeginLarge).
+// returned (a crash thrown out of BeginLarge itself: LargeFailure.L1_CrashInsideBeginLarge).
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -230,7 +230,7 @@ TEST(LargeTransaction, AbandonedPendingIsReversedByTheCollector) {
   ExpectClean(*w.mem, {kC});
   // The stubs go with the marker once the outcome retention has passed.
   EXPECT_FALSE(ScanAll(*w.mem, std::string(kChunksCollection)).empty());
-  w.clock->Advance(2h);
+  w.clock->Advance(25h);
   ASSERT_TRUE(gc.RunOnce().ok());
   EXPECT_TRUE(ScanAll(*w.mem, std::string(kChunksCollection)).empty());
   EXPECT_EQ(MarkerCount(*w.mem), 0u);

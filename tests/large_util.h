@@ -460,7 +460,7 @@ inline Settled ExpectSettled(LargeWorld& w, const Expect& e, std::string id, Sai
     }
   }
   // The purge: the marker and every stub go, nothing else changes.
-  w.clock->Advance(2h);
+  w.clock->Advance(25h);
   litetx::Collector purge(w.mem, w.Gc("gc-purge"));
   EXPECT_TRUE(purge.RunOnce().ok()) << where;
   EXPECT_TRUE(ScanAll(*w.mem, ChunksCollection()).empty())

@@ -54,6 +54,8 @@ struct CollectorOptions {
   // (they then report kAborted; nothing is corrupted).
   std::chrono::milliseconds older_than{0};
   // How long the outcome of a finished transaction stays answerable (Database::Outcome).
+  // A rolled-back large transaction's outcome (with its chunk stubs, which fence late writes of
+  // a paused coordinator) is kept for the longer of this and tombstone_retention.
   std::chrono::milliseconds outcome_retention{std::chrono::hours(1)};
   // How long a tombstone (and the placeholder of a rolled-back insert) is kept before it is
   // purged; until then a read of a deleted id says deleted (a placeholder reads not found). Must exceed the longest pause of a

@@ -276,7 +276,7 @@ TEST(Kill9LargeTest, WorkerKilledInTheMiddleOfLargeTransactionsLeavesAllOrNothin
         outcome_of[tag] = *o;
       }
     }
-    clock->Advance(2h);
+    clock->Advance(25h);
     ASSERT_TRUE(gc.RunOnce().ok()) << where;
     const litetx::CollectorStats st = gc.stats();
     ASSERT_EQ(st.failed, 0u) << where;
