@@ -62,6 +62,27 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
     s = UndoDanglingHold(env, key, holder, now);
   } else if (rec->state == TxnState::kCommitted) {
     s = FinishDocument(env, key, holder, now);
+  } else if (rec->state == TxnState::kAborted && rec->large) {
+    // A large transaction's chunks carry no reversing data: the document's own undo data does.
+    // existed with no revision: reversed if held, never fenced (it was held, so it existed).
+    WorkAction held_only;
+    held_only.key = key;
+    held_only.existed = true;
+    s = ReverseDocument(env, held_only, holder, now, /*undo_from_document=*/true);
+  } else if (rec->state == TxnState::kPending && rec->large && now >= rec->gc_at_ms) {
+    // A stale large transaction: claimed here, its documents left to the collector but for
+    // this one (reversed on the next look). Settling all of it could take long.
+    TxnRecord claimed = *rec;
+    claimed.state = TxnState::kAborted;
+    claimed.aborted_by = claimer;
+    auto c = env.store.Replace(record_key, (*rg)->revision, EncodeRecord(claimed));
+    if (c.ok()) {
+      env.log.info("txn {}: claimed stale large transaction {}", waiter.id, holder);
+    } else if (c.code() != Code::kConflict && !Transient(c.code())) {
+      return c.status();
+    }
+    b.settled = true;  // look again
+    return b;
   } else if (rec->state == TxnState::kAborted) {
     const WorkAction* work = rec->Find(key);
     if (work == nullptr) {

@@ -99,6 +99,13 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
       continue;
     }
     if (record->state == TxnState::kCommitted) return CommittedImage(doc.value, *meta);
+    if (record->large) {
+      // Pending or aborted: not committed when the record was read, and the document was held
+      // before that. Its own undo data gives the image before the transaction.
+      auto undo = UndoOf(key, doc.value);
+      if (!undo.ok()) return Status::Corruption(where + ": " + undo.status().message());
+      return PreImage(doc.value, *undo);
+    }
     const WorkAction* work = record->Find(key);
     if (work == nullptr) {
       return Status::Corruption(where + " is held by transaction " + meta->txn +

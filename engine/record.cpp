@@ -138,6 +138,10 @@ json::object EncodeRecord(const TxnRecord& r) {
     o["done_at"] = r.done_at_ms;
   }
   if (r.fence) o["fence"] = true;
+  if (r.large) {
+    o["large"] = true;
+    o["chunks"] = r.chunks;
+  }
   json::array actions;
   actions.reserve(r.actions.size());
   for (const auto& a : r.actions) {
@@ -199,6 +203,16 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
   if (const json::value* fence = o.if_contains("fence")) {
     if (!fence->is_bool()) return Status::Corruption("record field fence is not a boolean");
     r.fence = fence->get_bool();
+  }
+  if (const json::value* large = o.if_contains("large")) {
+    const json::value* chunks = o.if_contains("chunks");
+    if (!large->is_bool() || chunks == nullptr) {
+      return Status::Corruption("record large marker is malformed");
+    }
+    auto n = json::try_value_to<std::uint64_t>(*chunks);
+    if (!n) return Status::Corruption("record chunks is not an unsigned integer");
+    r.large = large->get_bool();
+    r.chunks = *n;
   }
   const json::value* actions = o.if_contains("actions");
   if (actions == nullptr || !actions->is_array()) return Status::Corruption("record has no actions");

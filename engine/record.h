@@ -5,7 +5,9 @@
 //    "created": ms since epoch, "prio": ms since epoch (the age for wait-die: when the logical
 //    transaction's first attempt started; absent: = created), "gc_at": ms since epoch (created + lease, extended while the
 //    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
-//    "fence": true (a fence marker, never purged), "actions": [WorkAction...]}
+//    "fence": true (a fence marker, never purged), "actions": [WorkAction...],
+//    "large": true, "chunks": n (a large transaction: no actions; its worklist is in chunk
+//    documents, engine/large.h)}
 // Each WorkAction is one write action with its reversing data:
 //   {"op": "insert"|"update"|"adjust"|"delete", "c": collection, "id": id,
 //    "prior": "absent"|"gone"|"deleted"|"live",   state before the transaction
@@ -80,8 +82,12 @@ struct TxnRecord {
   // (engine/repair.h FenceAbsentRecord). Never purged: once erased, a late create could land.
   bool fence = false;
   std::vector<WorkAction> actions;
+  // A large transaction (engine/large.h): `actions` is empty and the documents are listed in
+  // `chunks` chunk documents, numbered 0 .. chunks-1. Kept by its outcome marker.
+  bool large = false;
+  std::uint64_t chunks = 0;
 
-  // The action on `key`, or nullptr.
+  // The action on `key`, or nullptr (always nullptr for a large transaction).
   const WorkAction* Find(const Key& key) const;
 };
 

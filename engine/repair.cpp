@@ -3,6 +3,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/large.h"
 #include "engine/meta.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
@@ -28,6 +29,8 @@ TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms) {
   m.aborted_by = record.aborted_by;
   m.done = true;
   m.done_at_ms = now_ms;
+  m.large = record.large;
+  m.chunks = record.chunks;
   return m;
 }
 
@@ -71,7 +74,7 @@ Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
 }
 
 Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
-                       std::int64_t now_ms) {
+                       std::int64_t now_ms, bool undo_from_document) {
   const Key& key = work.key;
   Retry retry(env, env.options.max_attempts);
   bool fenced = false;
@@ -93,7 +96,13 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
       auto meta = DecodeMeta((*g)->value);
       if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
       if (meta->txn == txn_id) {
-        json::object reversed = Reversed((*g)->value, *meta, work);
+        WorkAction own;
+        if (undo_from_document) {
+          auto u = UndoOf(key, (*g)->value);
+          if (!u.ok()) return u.status();
+          own = std::move(u).value();
+        }
+        json::object reversed = Reversed((*g)->value, *meta, undo_from_document ? own : work);
         StampTombstoneTime(reversed, now_ms);
         r = env.store.Replace(key, (*g)->revision, reversed);
       } else if (work.existed && (*g)->revision == work.read_revision && !fenced) {
@@ -310,6 +319,9 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
           MillisSince(policy.now_ms, record.done_at_ms) < policy.outcome_retention_ms) {
         return RepairOutcome::kNotStale;
       }
+      if (record.large) {
+        if (Status st = EraseChunkStubs(env, txn_id, record); !st.ok()) return st;
+      }
       Status e = env.store.Erase(record_key, rev);
       if (e.ok()) return RepairOutcome::kPurged;
       if (e.code() == Code::kConflict || (Transient(e.code()) && retry.Next())) continue;
@@ -344,6 +356,18 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
       return c.status();
     }
 
+    if (record.large) {
+      // Chunk by chunk; repairers start at different chunks to share the work.
+      auto settled = SettleLarge(env, txn_id, record, rev, std::hash<std::string>{}(policy.claimer),
+                                 policy.now_ms);
+      if (!settled.ok()) return settled.status();
+      if (*settled == LargeSettle::kDone) {
+        return record.state == TxnState::kCommitted ? RepairOutcome::kFinished
+                                                    : RepairOutcome::kReversed;
+      }
+      if (!retry.Next()) return Status::Unavailable("record of transaction " + txn_id + " kept changing");
+      continue;
+    }
     // Each document step acts on the outcome read above, so the record is read again before
     // every one of them: if it is no longer at that revision (another repairer wrote the
     // marker, or anything else moved it), the pass starts over from what it says now.

@@ -55,8 +55,11 @@ Status FinishDocument(const Env& env, const Key& key, const std::string& txn_id,
 
 // Reverses `work` on the document at `key` if it still references `txn_id`, else fences it
 // (see above). OK when done; kUnavailable / kCorruption otherwise.
+// undo_from_document: a held document is reversed from its own undo data (UndoOf) instead of
+// `work`'s, which then only gives the key and the fence (existed, read_revision): a large
+// transaction's chunk entries carry no reversing data.
 Status ReverseDocument(const Env& env, const WorkAction& work, const std::string& txn_id,
-                       std::int64_t now_ms);
+                       std::int64_t now_ms, bool undo_from_document = false);
 
 // Undoes a dangling hold: `txn_id` still holds the document at `key`, but its record is already
 // an outcome marker, and that was seen by a record read made AFTER a read of the document that

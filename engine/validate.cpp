@@ -101,6 +101,10 @@ Status CheckAction(const Action& a, const Options& options) {
 
 }  // namespace
 
+Status ValidateAction(const Action& action, const Options& options) {
+  return CheckAction(action, options);
+}
+
 Status ValidateTransaction(const Transaction& txn, const Options& options) {
   if (txn.empty()) return Status::InvalidArgument("the transaction has no actions");
   if (txn.size() > options.max_actions) {

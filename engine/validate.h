@@ -18,6 +18,10 @@ namespace litetx::engine {
 // documents, so a document nested arbitrarily deep is refused without exhausting the stack.
 Status ValidateTransaction(const Transaction& txn, const Options& options);
 
+// OK, or kInvalidArgument naming the problem: one action checked as ValidateTransaction checks
+// each of its actions (names, reserved fields, field values, deltas, versions).
+Status ValidateAction(const Action& action, const Options& options);
+
 // The nesting limit in force: Options::max_nesting_depth, raised to 1 if lower and lowered to
 // kMaxNestingDepth (litetx/document.h) if higher.
 std::size_t MaxNestingDepth(const Options& options);
