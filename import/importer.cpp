@@ -4,6 +4,7 @@
 #include <charconv>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include <boost/json/object.hpp>
@@ -30,18 +31,39 @@ bool IsRowFailure(Code c) {
          c == Code::kDeleted || c == Code::kFailedPrecondition;
 }
 
-// The tag the engine names in the message of an action's failure ("... tag 17 ..."), if any.
-std::optional<std::uint64_t> TagIn(const std::string& message) {
-  static constexpr std::string_view kWord = "tag ";
-  for (std::size_t at = message.find(kWord); at != std::string::npos;
-       at = message.find(kWord, at + 1)) {
-    const char* begin = message.data() + at + kWord.size();
-    const char* end = message.data() + message.size();
-    std::uint64_t tag = 0;
-    auto [p, ec] = std::from_chars(begin, end, tag);
-    if (ec == std::errc() && p != begin) return tag;
+// The engine names a failed action by its tag: "action 17 (insert orders/o1): why". Returns
+// the tag (the row's line) and the reason without the tag ("insert orders/o1: why"), or
+// nothing when the message names no action (a failure of the transaction, not of a row).
+struct EngineRowError {
+  std::uint64_t line = 0;
+  std::string reason;
+};
+std::optional<EngineRowError> RowErrorIn(const std::string& message) {
+  static constexpr std::string_view kWord = "action ";
+  if (message.rfind(kWord, 0) != 0) return std::nullopt;
+  const char* begin = message.data() + kWord.size();
+  const char* end = message.data() + message.size();
+  EngineRowError e;
+  auto [p, ec] = std::from_chars(begin, end, e.line);
+  if (ec != std::errc() || p == begin) return std::nullopt;
+  std::string_view rest(p, static_cast<std::size_t>(end - p));
+  if (rest.rfind(" (", 0) == 0) {
+    const std::size_t close = rest.find("): ");
+    if (close != std::string_view::npos) {
+      // "insert orders/o1": kept unless the reason names the document itself.
+      const std::string_view what = rest.substr(2, close - 2);
+      const std::string_view why = rest.substr(close + 3);
+      const std::size_t space = what.find(' ');
+      const std::string_view where = space == std::string_view::npos ? what : what.substr(space + 1);
+      e.reason = why.find(where) != std::string_view::npos
+                     ? std::string(why)
+                     : std::string(what) + ": " + std::string(why);
+      return e;
+    }
   }
-  return std::nullopt;
+  if (rest.rfind(": ", 0) == 0) rest.remove_prefix(2);
+  e.reason = std::string(rest);
+  return e;
 }
 
 class Importer {
@@ -182,7 +204,8 @@ Result<ImportSummary> Importer::Run() {
   lo.chunk_actions = options_.chunk_rows;
   lo.skip_failed_actions = options_.skip_bad_rows;
   lo.on_skip = [this](std::uint64_t tag, const Status& why) {
-    List(tag, why.message());
+    auto e = RowErrorIn(why.message());
+    List(tag, e ? e->reason : why.message());
     ++summary_.skipped;
   };
   lo.on_commit_point = [this] { summary_.acknowledged = Since(); };
@@ -215,12 +238,12 @@ Result<ImportSummary> Importer::Run() {
                    ? txn_->Insert(options_.collection, std::move(id), std::move(doc), row.line)
                    : txn_->Put(options_.collection, std::move(id), std::move(doc), row.line);
     if (s.ok()) continue;
-    if (!IsRowFailure(s.code())) return Failed(std::move(s));
-    // With skip_bad_rows a row's failure on its document goes to on_skip, so an error here is
-    // this row's own (a refused action). Without, it may be a row of the chunk just written,
-    // named by its tag.
-    const std::uint64_t line = options_.skip_bad_rows ? row.line : TagIn(s.message()).value_or(row.line);
-    if (BadRow(line, s.message(), s.code())) return RolledBack();
+    // A row the engine refused as an action (this row; the transaction goes on), or, without
+    // skip_bad_rows, a row of the chunk just written that failed on its document (the
+    // transaction has been rolled back). Either names the row by its tag.
+    auto e = IsRowFailure(s.code()) ? RowErrorIn(s.message()) : std::nullopt;
+    if (!e) return Failed(std::move(s));
+    if (BadRow(e->line, e->reason, s.code())) return RolledBack();
   }
   if (!reader_->error().ok()) {
     const Status& e = reader_->error();
@@ -244,9 +267,11 @@ Result<ImportSummary> Importer::Run() {
   summary_.bytes_read = reader_->bytes_read();
   if (!info.ok()) {
     Status s = info.status();
-    if (!IsRowFailure(s.code()) || options_.skip_bad_rows) return Failed(std::move(s));
-    const std::uint64_t line = TagIn(s.message()).value_or(0);
-    BadRow(line, s.message(), s.code());
+    // Without skip_bad_rows, a row of the last chunk may have failed on its document.
+    auto e = IsRowFailure(s.code()) ? RowErrorIn(s.message()) : std::nullopt;
+    if (!e) return Failed(std::move(s));
+    List(e->line, e->reason);
+    summary_.outcome = Status(s.code(), LinePrefix(e->line) + e->reason);
     return RolledBack();
   }
   summary_.committed = true;

@@ -164,13 +164,17 @@ struct ImportSummary {
 //   kInvalidArgument              bad options, or empty input; nothing written;
 //   kBusy                         another transaction held a document past
 //                                 Options::busy_timeout; rolled back;
+//   kConflict                     a document kept changing under other writers while its
+//                                 chunk was written; rolled back;
 //   kAborted                      a collector rolled the import back (it ran past its lease);
 //   kUnavailable                  the store failed before the commit point; rolled back (or
 //                                 nothing written, when beginning the transaction failed);
 //   kCorruption                   a stored document could not be decoded; rolled back;
 //   kUnknown                      the commit flip's reply was lost and its outcome could not be
 //                                 learned: the import is neither reported committed nor rolled
-//                                 back; Database::Outcome(status.txn_id()) settles it later.
+//                                 back; Database::Outcome(status.txn_id()) settles it later
+//                                 (also when the reply of the record's creation was lost: then
+//                                 no row was written, and the collector settles the record).
 // Every error after the transaction began carries its id (Status::txn_id()).
 Result<ImportSummary> Import(Database& db, std::istream& in, const ImportOptions& options);
 
