@@ -100,14 +100,14 @@ TEST(Import, ArrayOverManyLinesWithTrickyStrings) {
   const std::string text = "\xEF\xBB\xBF  [\n"
                            R"({"id":"a","s":"x, y ] } [ {","q":"say \"hi\", ]"},)" "\n"
                            R"(  {"id":"b","nest":{"l":[1,[2,{"k":"]"}]]},"e":"\\"} ,)" "\n"
-                           R"({"id":"c"},{"id":"d","u":"\u00e9\ud83d\ude00"})" "\n"
+                           R"({"id":"c"},{"id":"d","u":"\u00e9\ud83d\ude00"},{"id":"f","t":"\"], {"})" "\n"
                            "  ,\n"
                            R"({"id":"e","n":1.5e300})" "\n]\n\n";
   auto r = ImportText(*db, text, Opts());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->committed) << r->outcome.ToString();
-  EXPECT_EQ(r->rows_read, 5u);
-  EXPECT_EQ(r->imported, 5u);
+  EXPECT_EQ(r->rows_read, 6u);
+  EXPECT_EQ(r->imported, 6u);
   auto a = db->Read(kC, "a");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->doc.at("s").as_string(), "x, y ] } [ {");
@@ -118,6 +118,9 @@ TEST(Import, ArrayOverManyLinesWithTrickyStrings) {
   auto d = db->Read(kC, "d");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->doc.at("u").as_string(), "\xC3\xA9\xF0\x9F\x98\x80");
+  auto f = db->Read(kC, "f");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->doc.at("t").as_string(), "\"], {");
   auto e = db->Read(kC, "e");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->doc.at("n").as_double(), 1.5e300);
