@@ -147,8 +147,9 @@ struct ImportSummary {
   bool settled = false;
   std::uint64_t bytes_read = 0;  // bytes of input consumed
   std::uint64_t chunks = 0;      // chunk documents written (when committed)
-  // Times since Import was called: the commit point (when on_commit_point fired), the
-  // finishing pass done (settled), the rollback done; zero when not reached. And the whole call.
+  // Times since Import was called: the commit point landed (acknowledged), every document
+  // finished (settled_at), the rollback ended (rolled_back_at: done, or left to the collector as
+  // `rollback` says); zero when not reached. And the whole call (total).
   std::chrono::nanoseconds acknowledged{0};
   std::chrono::nanoseconds settled_at{0};
   std::chrono::nanoseconds rolled_back_at{0};
