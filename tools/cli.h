@@ -178,5 +178,6 @@ void AddGc(CLI::App& app, Context& ctx);       // cmd_gc.cpp
 void AddDemo(CLI::App& app, Context& ctx);     // cmd_demo.cpp
 void AddBench(CLI::App& app, Context& ctx);    // cmd_bench.cpp
 void AddCollections(CLI::App& app, Context& ctx);  // cmd_collections.cpp: list, count, drop
+void AddImport(CLI::App& app, Context& ctx);       // cmd_import.cpp
 
 }  // namespace litetx::cli

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   AddDemo(app, ctx);
   AddBench(app, ctx);
   AddCollections(app, ctx);
+  AddImport(app, ctx);
   AddDocgen(app, &ctx.run);  // last: it describes the commands above
   try {
     app.parse(argc, argv);
