@@ -20,7 +20,7 @@
 // (one compare-and-swap of the record), and all of it is visible right after, before the
 // finishing pass has visited each document. A crash at any point leaves the work to the
 // collector, which finishes a committed large transaction or reverses an uncommitted one chunk
-// by chunk, resumably; several collectors may do so at once. docs/import.md has the protocol
+// by chunk, resumably; several collectors may do so at once. docs/protocol.md §9 has the protocol
 // and its failure table.
 //
 // Every action kind works (insert, update, adjust, delete), plus Put (insert or replace). A
