@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -213,6 +214,46 @@ void ReadDocuments(litetx::Database& db) {
          "audit total is 100");
 }
 
+// Large transactions --------------------------------------------------------------------------
+
+struct Row {
+  std::string id;
+  boost::json::object doc;
+  std::uint64_t line = 0;
+};
+
+litetx::Status LoadOrders(litetx::Database& db, const std::vector<Row>& rows) {
+  // [guide] large
+  auto txn = db.BeginLarge();                         // writes its record
+  if (!txn.ok()) return txn.status();
+  for (const Row& row : rows) {
+    litetx::Status s = (*txn)->Insert("orders", row.id, row.doc, /*tag=*/row.line);
+    if (!s.ok()) return s;                            // rolled back already, unless s is a bad action
+  }
+  auto info = (*txn)->Commit();                       // all or nothing
+  // [/guide]
+  return info.status();
+}
+
+void RunLargeTransaction(litetx::Database& db) {
+  std::vector<Row> rows;
+  for (int i = 0; i < 1200; ++i) {
+    rows.push_back(Row{"o" + std::to_string(i), {{"n", i}}, static_cast<std::uint64_t>(i + 1)});
+  }
+  Expect(LoadOrders(db, rows).ok(), "a large transaction of 1200 inserts commits");
+  auto r = db.Read("orders", "o1199");
+  Expect(r.ok() && r->state == litetx::DocumentState::kFound, "its last row is there");
+  rows.push_back(Row{"o5", {{"n", 5}}, 9999});  // renamed below to the first row's id
+  for (Row& row : rows) row.id = "again-" + row.id;
+  rows.back().id = rows.front().id;
+  litetx::Status s = LoadOrders(db, rows);
+  Expect(s.code() == litetx::Code::kInvalidArgument &&
+             s.message().find("action 9999") != std::string::npos,
+         "a document named twice fails the large transaction and names its tag");
+  auto none = db.Read("orders", "again-o7");
+  Expect(none.ok() && none->state != litetx::DocumentState::kFound, "and nothing of it is left");
+}
+
 // Settling kUnknown ---------------------------------------------------------------------------
 
 // [guide] unknown
@@ -314,6 +355,7 @@ int main() {
     litetx::Database db(stores[i], options);
     WriteTransactions(db);
     RunTransfers(db);
+    RunLargeTransaction(db);
     db.Flush();  // the raw read below expects every committed transaction finished
     ReadDocuments(db);
     RunCollector(stores[i], options);

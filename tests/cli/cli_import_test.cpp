@@ -404,8 +404,10 @@ TEST_F(CliImport, BenchMeasuresAndCleansUp) {
     EXPECT_GT(ratios[k].to_number<double>(), 0.0) << k;
   }
   EXPECT_GT(o["peak_rss_mb"].to_number<double>(), 0.0);
+  EXPECT_GT(o["peak_anon_rss_mb"].to_number<double>(), 0.0);
+  EXPECT_LE(o["peak_anon_rss_mb"].to_number<double>(), o["peak_rss_mb"].to_number<double>());
   json::object targets = o["targets"].as_object();
-  EXPECT_EQ(targets.size(), 4u);
+  EXPECT_EQ(targets.size(), 5u);
   bool all = true;
   for (const auto& kv : targets) {
     EXPECT_TRUE(kv.value() == "met" || kv.value() == "not met") << kv.key();
