@@ -27,6 +27,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <streambuf>
 #include <string>
@@ -446,6 +447,36 @@ TEST(LargeHostileApi, PutOverADocumentHeldByAnotherTransactionIsBusyAndRollsBack
   }
 }
 
+// on_skip throws (a caller's callback may): the exception leaves Add, and the caller, having
+// caught it, commits. The actions of the chunk being written were taken out of the buffer
+// before it was written, and the chunk is never written: Commit reports success with
+// written 0, and rows a and c, accepted by Add, are not in the store. Commit should not report
+// a success that leaves out accepted actions (the transaction could be failed and rolled back
+// once a callback has thrown, or the chunk kept).
+TEST(LargeHostileApi, DISABLED_AnExceptionFromOnSkipLosesNoAcceptedAction) {
+  LargeWorld w;
+  ASSERT_TRUE(w.direct->Commit(Transaction().Insert(kRows, "taken", {{"n", 5}})).ok());
+  Database db(w.mem, w.Opts());
+  LargeTransactionOptions o = Chunked(3);
+  o.skip_failed_actions = true;
+  o.on_skip = [](std::uint64_t, const Status&) { throw std::runtime_error("from on_skip"); };
+  auto t = db.BeginLarge(o);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*t)->Insert(kRows, "a", {{"n", 1}}).ok());
+  ASSERT_TRUE((*t)->Insert(kRows, "taken", {{"n", 2}}).ok());
+  EXPECT_THROW((void)(*t)->Insert(kRows, "c", {{"n", 3}}), std::runtime_error);
+  EXPECT_EQ((*t)->added(), 3u);
+  auto info = (*t)->Commit();
+  if (info.ok()) {
+    EXPECT_EQ(ReadImage(*w.direct, kRows, "a").state, DocumentState::kFound)
+        << "committed (written " << info->written << ") without row a";
+    EXPECT_EQ(ReadImage(*w.direct, kRows, "c").state, DocumentState::kFound)
+        << "committed (written " << info->written << ") without row c";
+  } else {
+    EXPECT_EQ(ReadImage(*w.direct, kRows, "a").state, DocumentState::kNotFound);
+  }
+}
+
 // =============================================================================================
 // Concurrency
 
@@ -462,24 +493,34 @@ TEST(LargeHostileConcurrency, TwoLargeTransactionsCrossingOnTheSameKeysNeverDead
       MustCommit(*w.direct, seed);
     }
     Database db(w.mem, w.Opts());
-    std::latch start(2);
+    // Both begin, write their first chunk (two keys at opposite ends: no conflict), and wait
+    // for each other there: from then on each walks into the keys the other holds.
+    std::latch start(2), first_chunks(2);
     struct Side {
       std::string name, id;
       Status status;
     } sides[2] = {{"A", "", Status::Ok()}, {"B", "", Status::Ok()}};
     auto run = [&](Side& side, bool ascending) {
       start.arrive_and_wait();
+      bool arrived = false;
+      auto arrive = [&] {
+        if (!arrived) first_chunks.arrive_and_wait();
+        arrived = true;
+      };
       auto t = db.BeginLarge(Chunked(2));
       if (!t.ok()) {
         side.status = t.status();
+        arrive();
         return;
       }
       side.id = (*t)->id();
       for (int k = 0; k < kKeys; ++k) {
+        if (k == 2) arrive();
         const int i = ascending ? k : kKeys - 1 - k;
         Status s = (*t)->Put(kRows, RowId(i), {{"v", side.name}, {"i", i}});
         if (!s.ok()) {
           side.status = s;
+          arrive();
           return;
         }
       }
@@ -507,6 +548,7 @@ TEST(LargeHostileConcurrency, TwoLargeTransactionsCrossingOnTheSameKeysNeverDead
       values.insert(std::string(ReadImage(*w.direct, kRows, RowId(i)).doc.at("v").as_string()));
     }
     ASSERT_EQ(values.size(), 1u) << "the keys mix the two transactions' values";
+    EXPECT_LE(committed, 1) << "each needs keys the other holds: both cannot commit";
     const std::string v = *values.begin();
     if (committed == 0) {
       EXPECT_EQ(v, "seed");
@@ -532,6 +574,23 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
     for (int i = 0; i < kCounters; ++i) seed.Insert(kRows, RowId(i), {{"n", 0}});
     MustCommit(*w.direct, seed);
   }
+  // In turns: after each chunk count of a large transaction (its earlier chunks' counters are
+  // held) the writer makes two commits, then the large transaction goes on; so the writers
+  // keep running into held counters.
+  std::mutex mu;
+  std::condition_variable cv;
+  int ticks = 0, small_done = 0;
+  bool large_over = false, small_over = false;
+  auto link = std::make_shared<Link>(w.mem);
+  link->afters.push_back([&](const Call& c, const Status&) -> std::optional<Status> {
+    if (!IsAnyCount(c)) return std::nullopt;
+    std::unique_lock<std::mutex> lock(mu);
+    const int target = 2 * ++ticks;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [&] { return small_done >= target || small_over; });
+    return std::nullopt;
+  });
+  Database large_db(link, w.Opts());
   Database db(w.mem, w.Opts());
   int large_committed = 0;
   std::vector<Status> large_failures;
@@ -546,7 +605,7 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
         std::vector<int> order(kCounters);
         for (int i = 0; i < kCounters; ++i) order[i] = i;
         std::shuffle(order.begin(), order.end(), rng);
-        auto t = db.BeginLarge(Chunked(3));
+        auto t = large_db.BeginLarge(Chunked(3));
         if (!t.ok()) {
           large_failures.push_back(t.status());
           continue;
@@ -563,6 +622,11 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
           large_failures.push_back(s);
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        large_over = true;
+      }
+      cv.notify_all();
     });
     Async small([&] {
       start.arrive_and_wait();
@@ -572,6 +636,10 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
         const int a = pick(rng);
         int b = pick(rng);
         if (b == a) b = (a + 1) % kCounters;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait_for(lock, 10s, [&] { return ticks >= k / 2 + 1 || large_over; });
+        }
         auto r = db.Commit(Transaction().Adjust(kRows, RowId(a), {{"n", 1}}).Adjust(kRows, RowId(b), {{"n", 1}}));
         if (r.ok()) {
           ++small_commits[a];
@@ -579,6 +647,12 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
         } else {
           ++small_failures[r.status().code()];
         }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++small_done;
+          small_over = k + 1 == kSmall;
+        }
+        cv.notify_all();
       }
     });
     ASSERT_TRUE(large.Wait(30s));
@@ -598,8 +672,10 @@ TEST(LargeHostileConcurrency, LargeTransactionsAndOrdinaryWritersOnTheSameCounte
   ExpectClean(*w.mem, {kRows});
   int small_ok = 0;
   for (int c : small_commits) small_ok += c;
-  std::printf("counters: %d of %d large transactions committed, %d of %d small ones\n",
-              large_committed, kLarge, small_ok / 2, kSmall);
+  int small_failed = 0;
+  for (const auto& [code, n] : small_failures) small_failed += n;
+  std::printf("counters: %d of %d large transactions committed, %d of %d small ones (%d failed)\n",
+              large_committed, kLarge, small_ok / 2, kSmall, small_failed);
   EXPECT_GT(large_committed, 0) << "no large transaction ever got through";
 }
 
