@@ -429,7 +429,18 @@ Status LargeRun::OnActionFailure(const Item& item, const Status& why) {
                                 "): " + why.message());
   if (!options_.skip_failed_actions) return tagged;
   ++skipped_;
-  if (options_.on_skip) options_.on_skip(item.tag, tagged);
+  if (options_.on_skip) {
+    // The chunk's actions are in flight: an exception must not unwind past them and leave them
+    // unwritten while the transaction goes on. It fails the transaction instead.
+    try {
+      options_.on_skip(item.tag, tagged);
+    } catch (const std::exception& e) {
+      return Status::FailedPrecondition("on_skip threw for action " + std::to_string(item.tag) +
+                                        ": " + e.what());
+    } catch (...) {
+      return Status::FailedPrecondition("on_skip threw for action " + std::to_string(item.tag));
+    }
+  }
   return Status::Ok();
 }
 
@@ -808,7 +819,15 @@ Result<LargeCommitInfo> LargeRun::Commit() {
   phase_ = Phase::kCommitted;
   renewal_.Reset();
   settled_ = done;
-  if (options_.on_commit_point) options_.on_commit_point();
+  if (options_.on_commit_point) {
+    try {
+      options_.on_commit_point();
+    } catch (const std::exception& e) {  // the commit stands whatever the callback does
+      env_.log.warn("large txn {}: on_commit_point threw: {}", id_, e.what());
+    } catch (...) {
+      env_.log.warn("large txn {}: on_commit_point threw", id_);
+    }
+  }
   LargeCommitInfo info;
   info.txn_id = id_;
   info.written = written_;

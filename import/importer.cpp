@@ -152,6 +152,11 @@ void Importer::Progress(bool reading_done) {
 }
 
 Status Importer::CheckRow(const importing::Row& row, std::string* id, json::object* doc) {
+  if (row.oversize && row.cut) {
+    return Status::InvalidArgument("the row is longer than the limit of " +
+                                   std::to_string(max_row_bytes_) + " bytes (" +
+                                   std::to_string(row.bytes) + " read)");
+  }
   if (row.oversize) {
     return Status::InvalidArgument("the row is " + std::to_string(row.bytes) +
                                    " bytes, more than the limit of " +
@@ -197,6 +202,10 @@ Result<ImportSummary> Importer::Run() {
   max_row_bytes_ = options_.max_row_bytes != 0 ? options_.max_row_bytes
                                                : db_.options().max_document_bytes;
   reader_ = std::make_unique<importing::RowReader>(in_, max_row_bytes_);
+  // Without skipping, an oversize row ends the import: it is not read to its end (an endless
+  // line would otherwise be read forever).
+  reader_->set_stop_at_oversize(!options_.skip_bad_rows);
+  if (options_.cancel) reader_->set_cancel(options_.cancel);
 
   // The engine reports a row's failure on its document by the row's line (its tag): skipped
   // (skip_bad_rows) through on_skip, or as the error that ends the transaction.
@@ -244,6 +253,12 @@ Result<ImportSummary> Importer::Run() {
     auto e = IsRowFailure(s.code()) ? RowErrorIn(s.message()) : std::nullopt;
     if (!e) return Failed(std::move(s));
     if (BadRow(e->line, e->reason, s.code())) return RolledBack();
+  }
+  if (reader_->error().code() == Code::kAborted) {  // cancelled while reading
+    summary_.cancelled = true;
+    summary_.outcome = Status::Aborted("the import was cancelled after " +
+                                       std::to_string(summary_.rows_read) + " rows");
+    return RolledBack();
   }
   if (!reader_->error().ok()) {
     const Status& e = reader_->error();

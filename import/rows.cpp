@@ -1,6 +1,8 @@
 // import/rows.cpp — see rows.h.
 #include "import/rows.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <optional>
 #include <set>
@@ -121,9 +123,29 @@ RowReader::RowReader(std::istream& in, std::size_t max_row_bytes)
 
 bool RowReader::Fill() {
   if (!error_.ok()) return false;
-  in_.read(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-  len_ = static_cast<std::size_t>(in_.gcount());
   pos_ = 0;
+  len_ = 0;
+  if (cancel_ && cancel_()) {
+    error_ = Status::Aborted("cancelled while reading the input");
+    error_line_ = line_;
+    return false;
+  }
+  // Whatever the stream has at hand (at least one byte, waiting for it), so that a slow
+  // producer's rows are taken as they come; a stream that cannot tell what it has at hand is
+  // read a block at a time.
+  if (in_.peek() != std::istream::traits_type::eof()) {
+    std::streamsize n = in_.readsome(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    if (n <= 0) {
+      in_.read(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+      n = in_.gcount();
+    }
+    len_ = static_cast<std::size_t>(std::max<std::streamsize>(n, 0));
+  }
+  if (len_ == 0 && cancel_ && cancel_()) {
+    error_ = Status::Aborted("cancelled while reading the input");
+    error_line_ = line_;
+    return false;
+  }
   if (len_ == 0) {
     if (in_.bad()) {
       error_ = Status::InvalidArgument("the input could not be read after " +
@@ -156,6 +178,12 @@ void RowReader::Append(Row* row, char c) {
   ++row->bytes;
   if (row->oversize) return;
   if (row->text.size() >= max_row_bytes_) {
+    // Blanks past the limit may be the ones between the element and its ',' or ']' (trimmed,
+    // not part of the row): held back until something else follows them.
+    if (IsBlank(static_cast<unsigned char>(c))) {
+      ++blanks_over_;
+      return;
+    }
     row->oversize = true;
     row->text.clear();
     return;
@@ -168,6 +196,8 @@ bool RowReader::Next(Row* row) {
   row->text.clear();
   row->bytes = 0;
   row->oversize = false;
+  row->cut = false;
+  blanks_over_ = 0;
   if (format_ == Format::kUnknown) {
     // A UTF-8 byte order mark at the very start is skipped.
     if (bytes_read_ == 0 && Fill() && len_ >= 3 && std::memcmp(buf_.data(), "\xEF\xBB\xBF", 3) == 0) {
@@ -237,6 +267,11 @@ bool RowReader::NextNdjson(Row* row) {
       }
       pos_ += take;
       bytes_read_ += take;
+      if (row->oversize && stop_at_oversize_ && nl == nullptr) {
+        row->cut = true;
+        done_ = true;
+        return true;
+      }
       if (nl != nullptr) {
         ++pos_;
         ++bytes_read_;
@@ -317,6 +352,11 @@ bool RowReader::NextArrayElement(Row* row) {
       --depth;
     }
     Append(row, static_cast<char>(c));
+    if (row->oversize && stop_at_oversize_) {
+      row->cut = true;
+      done_ = true;
+      return true;
+    }
     c = Get();
     if (c < 0) {
       if (!error_.ok()) return Fail(error_);

@@ -18,6 +18,8 @@
 // Thread safety: a RowReader is used by one thread at a time; ParseRow is a pure function.
 #pragma once
 
+#include <functional>
+
 #include <cstddef>
 #include <cstdint>
 #include <istream>
@@ -41,6 +43,8 @@ struct Row {
   std::string text;          // the row's text; empty when oversize
   std::uint64_t bytes = 0;   // the row's length in bytes (the whole of it, also when oversize)
   bool oversize = false;     // longer than max_row_bytes: its text was not kept
+  bool cut = false;          // oversize and not read to its end (stop_at_oversize): `bytes`
+                             // is what was read of it
 };
 
 class RowReader {
@@ -54,6 +58,13 @@ class RowReader {
   // false. The end is reported only once the whole input has
   // been read, so text after an array's ']' is found before the end is.
   bool Next(Row* row);
+
+  // Stop at the first oversize row instead of reading it to its end: Next returns it (cut) and
+  // then ends the input. For a caller that gives up at a bad row anyway: an endless line
+  // (/dev/zero) is then not read forever.
+  void set_stop_at_oversize(bool stop) { stop_at_oversize_ = stop; }
+  // Asked before every read of the stream: true ends the input with error() kAborted.
+  void set_cancel(std::function<bool()> cancel) { cancel_ = std::move(cancel); }
 
   const Status& error() const { return error_; }
   std::uint64_t error_line() const { return error_line_; }
@@ -82,6 +93,9 @@ class RowReader {
   bool done_ = false;
   bool array_closed_ = false;
   bool expect_element_ = false;  // in an array, after a ','
+  bool stop_at_oversize_ = false;
+  std::function<bool()> cancel_;
+  std::uint64_t blanks_over_ = 0;  // blanks past max_row_bytes not yet known to be trailing
   Status error_;
   std::uint64_t error_line_ = 0;
 };

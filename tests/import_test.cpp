@@ -429,8 +429,10 @@ TEST(Import, ProgressIsReportedAndCancelRollsBack) {
   // Cancelled after five rows (the first chunk written): rolled back.
   ImportOptions c = Opts();
   c.collection = "other";
-  int asked = 0;
-  c.cancel = [&] { return ++asked > 5; };
+  std::uint64_t rows_seen = 0;
+  c.progress_interval = std::chrono::milliseconds(0);
+  c.on_progress = [&](const ImportProgress& p) { rows_seen = p.rows_read; };
+  c.cancel = [&] { return rows_seen >= 5; };
   auto x = ImportText(*db, Rows(1, 7), c);
   ASSERT_TRUE(x.ok());
   EXPECT_FALSE(x->committed);

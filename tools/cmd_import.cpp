@@ -29,6 +29,8 @@
 // to settled), and an import rolled back after its last row; prints one JSON object with the
 // times, the ratios to the baseline, the peak RSS and whether each target is met; erases what
 // it wrote (collections import-bench.<pid>.*).
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +46,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <streambuf>
+#include <vector>
 #include <thread>
 
 #include "bench/bench.h"
@@ -182,6 +187,55 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+// A stream buffer over a file descriptor that never blocks for long: it waits for input in
+// slices of 100 ms and ends the input (EOF) as soon as a signal has been noted, so that SIGINT
+// and SIGTERM stop an import whose input stalls (a pipe or FIFO whose writer stays silent).
+// A read error is thrown, which the istream turns into badbit.
+class InterruptibleFdBuf : public std::streambuf {
+ public:
+  explicit InterruptibleFdBuf(int fd, bool owned) : fd_(fd), owned_(owned), buf_(1 << 16) {}
+  ~InterruptibleFdBuf() override {
+    if (owned_) ::close(fd_);
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    for (;;) {
+      if (Interrupted() != 0) return traits_type::eof();
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) throw std::runtime_error(std::strerror(errno));
+      if (ready <= 0) continue;
+      const ssize_t n = ::read(fd_, buf_.data(), buf_.size());
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        throw std::runtime_error(std::strerror(errno));
+      }
+      if (n == 0) return traits_type::eof();
+      setg(buf_.data(), buf_.data(), buf_.data() + n);
+      return traits_type::to_int_type(*gptr());
+    }
+  }
+  std::streamsize showmanyc() override { return egptr() - gptr(); }
+
+ private:
+  int fd_;
+  bool owned_;
+  std::vector<char> buf_;
+};
+
+// An istream owning its InterruptibleFdBuf.
+class InterruptibleInput : public std::istream {
+ public:
+  InterruptibleInput(int fd, bool owned) : std::istream(nullptr), buf_(fd, owned) {
+    rdbuf(&buf_);
+  }
+
+ private:
+  InterruptibleFdBuf buf_;
+};
+
 // Opens the input: stdin for "-", else the file (not a directory). Its size when it is a
 // regular file. On failure returns null with *why set.
 std::unique_ptr<std::istream> OpenInput(const std::string& file,
@@ -191,8 +245,7 @@ std::unique_ptr<std::istream> OpenInput(const std::string& file,
     if (::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
       *size = static_cast<std::uint64_t>(st.st_size);
     }
-    // Not owned: a shared_ptr-free wrapper around std::cin's buffer.
-    return std::make_unique<std::istream>(std::cin.rdbuf());
+    return std::make_unique<InterruptibleInput>(STDIN_FILENO, /*owned=*/false);
   }
   if (::stat(file.c_str(), &st) != 0) {
     *why = std::strerror(errno);
@@ -202,12 +255,21 @@ std::unique_ptr<std::istream> OpenInput(const std::string& file,
     *why = "it is a directory (expected a file of rows, or - for stdin)";
     return nullptr;
   }
+  if (!S_ISREG(st.st_mode)) {
+    // A FIFO, a character device, ...: read so that a signal stops a stalled input.
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      *why = std::strerror(errno);
+      return nullptr;
+    }
+    return std::make_unique<InterruptibleInput>(fd, /*owned=*/true);
+  }
   auto in = std::make_unique<std::ifstream>(file, std::ios::binary);
   if (!*in) {
     *why = std::strerror(errno);
     return nullptr;
   }
-  if (S_ISREG(st.st_mode)) *size = static_cast<std::uint64_t>(st.st_size);
+  *size = static_cast<std::uint64_t>(st.st_size);
   return in;
 }
 

@@ -1,4 +1,8 @@
 // tools/main.cpp — the `litetx` command-line tool. See docs/cli.md.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -7,6 +11,12 @@
 #include "tools/signals.h"
 
 int main(int argc, char** argv) {
+  // A standard descriptor the caller closed must not be taken by a file the tool opens (the
+  // store's): it would read its input from, or write its output into, that file.
+  for (int fd = 0; fd <= 2; ++fd) {
+    // open() takes the lowest free descriptor: this one.
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) (void)::open("/dev/null", O_RDWR);
+  }
   // SIGINT and SIGTERM: noted by a watcher thread (tools/signals.h); before that is installed
   // no other thread may start.
   litetx::cli::InstallSignalHandling();

@@ -65,9 +65,11 @@ struct LargeTransactionOptions {
   // goes on. Store failures and kBusy always fail the transaction.
   bool skip_failed_actions = false;
   // Called for every skipped action with the tag given to Add and the reason. May be empty.
+  // An exception it throws fails the transaction (kFailedPrecondition, rolled back).
   std::function<void(std::uint64_t tag, const Status& why)> on_skip;
   // Called once, right after the commit point has landed (the transaction is then committed
-  // whatever happens next), before the finishing pass. May be empty.
+  // whatever happens next), before the finishing pass. May be empty. An exception it throws is
+  // logged and ignored: the commit stands.
   std::function<void()> on_commit_point;
   // Clear the transaction's references from its documents before Commit returns (chunk by
   // chunk). Off: Commit returns at the commit point and the collector (or a later call to
