@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -230,6 +232,38 @@ std::string StoredValueProblem(const boost::json::object& value) {
       return "value holds a number that is not finite (NaN or an infinity)";
   }
   return {};
+}
+
+std::optional<std::string> FindDuplicateKey(std::string_view text) {
+  std::vector<std::optional<std::set<std::string>>> open;  // a key set per open object
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{') {
+      open.emplace_back(std::set<std::string>{});
+    } else if (c == '[') {
+      open.emplace_back(std::nullopt);
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      open.pop_back();
+    } else if (c == '"') {
+      std::size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      std::string_view token = text.substr(i, end + 1 - i);
+      std::size_t next = end + 1;
+      while (next < text.size() && (text[next] == ' ' || text[next] == '\t' ||
+                                    text[next] == '\n' || text[next] == '\r')) {
+        ++next;
+      }
+      if (next < text.size() && text[next] == ':' && !open.empty() && open.back()) {
+        json::error_code ec;
+        json::value key = ParseJson(token, ec, json::parse_options{});  // decodes escapes
+        if (!ec && key.is_string() && !open.back()->insert(std::string(key.get_string())).second) {
+          return std::string(key.get_string());
+        }
+      }
+      i = end;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace litetx::engine

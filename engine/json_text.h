@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,5 +50,9 @@ JsonProblem CheckJson(const boost::json::object& doc, std::size_t max_depth, boo
 // What a store writes with: why `value` cannot be stored as JSON text that reads back as it is
 // (nested deeper than kMaxStoredNestingDepth, or a NaN or an infinity), or empty.
 std::string StoredValueProblem(const boost::json::object& value);
+
+// The first key named twice in one object of `text` (well-formed JSON), if any. A JSON parser
+// keeps only one of the two values, so such input is refused instead of guessed at.
+std::optional<std::string> FindDuplicateKey(std::string_view text);
 
 }  // namespace litetx::engine

@@ -475,14 +475,19 @@ Status LargeRun::PrepareItem(Item& item, const std::optional<StoredDocument>& cu
   return Status::Ok();
 }
 
-Status LargeRun::Add(Action action, std::uint64_t tag, bool put) {
+Status LargeRun::NotOpen() const {
   switch (phase_) {
-    case Phase::kOpen: break;
+    case Phase::kOpen: return Status::Ok();
     case Phase::kFailed:
     case Phase::kUnknown: return error_;
     case Phase::kCommitted: return Status::FailedPrecondition("the transaction is committed");
     case Phase::kRolledBack: return Status::FailedPrecondition("the transaction was rolled back");
   }
+  return Status::Ok();
+}
+
+Status LargeRun::Add(Action action, std::uint64_t tag, bool put) {
+  if (Status s = NotOpen(); !s.ok()) return s;
   if (action.type == ActionType::kCheck) {
     return Status::InvalidArgument("action " + std::to_string(tag) +
                                    ": a large transaction takes no checks");
@@ -780,13 +785,7 @@ Status LargeRun::SettleAs(TxnState state) {
 }
 
 Result<LargeCommitInfo> LargeRun::Commit() {
-  switch (phase_) {
-    case Phase::kOpen: break;
-    case Phase::kFailed:
-    case Phase::kUnknown: return error_;
-    case Phase::kCommitted: return Status::FailedPrecondition("the transaction is committed");
-    case Phase::kRolledBack: return Status::FailedPrecondition("the transaction was rolled back");
-  }
+  if (Status s = NotOpen(); !s.ok()) return s;
   if (Status s = FlushChunk(); !s.ok()) return Fail(std::move(s));
   bool unknown = false;
   Status flip = UpdateRecord(

@@ -121,6 +121,8 @@ class LargeRun {
   LargeRun(const Env& env, LargeTransactionOptions options);
 
   Status WriteRecord();
+  // OK while open; otherwise what every call returns: the failure, or kFailedPrecondition.
+  Status NotOpen() const;
   Status FlushChunk();
   // Prepares one item against `current` (its document as read, free for writing). OK and the
   // slot filled, or the item's own failure (to skip or to fail the transaction), or a

@@ -24,37 +24,6 @@ constexpr std::size_t kBlock = std::size_t{1} << 16;
 
 bool IsBlank(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-// The first key named twice in one object of `text` (well-formed JSON), if any.
-std::optional<std::string> FindDuplicateKey(std::string_view text) {
-  std::vector<std::optional<std::set<std::string>>> open;  // a key set per open object
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '{') {
-      open.emplace_back(std::set<std::string>{});
-    } else if (c == '[') {
-      open.emplace_back(std::nullopt);
-    } else if ((c == '}' || c == ']') && !open.empty()) {
-      open.pop_back();
-    } else if (c == '"') {
-      std::size_t end = i + 1;
-      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
-      std::string_view token = text.substr(i, end + 1 - i);
-      std::size_t next = end + 1;
-      while (next < text.size() && IsBlank(static_cast<unsigned char>(text[next]))) ++next;
-      if (next < text.size() && text[next] == ':' && !open.empty() && open.back()) {
-        json::error_code ec;
-        json::parse_options opt;
-        json::value key = engine::ParseJson(token, ec, opt);  // decodes escapes
-        if (!ec && key.is_string() &&
-            !open.back()->insert(std::string(key.get_string())).second) {
-          return std::string(key.get_string());
-        }
-      }
-      i = end;
-    }
-  }
-  return std::nullopt;
-}
 
 // Colons outside strings: in well-formed JSON, one per object member.
 std::size_t CountMembersInText(std::string_view text) {
@@ -417,7 +386,7 @@ Result<json::object> ParseRow(std::string_view text, std::size_t max_depth) {
     return Status::InvalidArgument(std::string("not a JSON object (") + KindName(v) + ")");
   }
   if (CountMembers(v.get_object()) != CountMembersInText(text)) {
-    auto key = FindDuplicateKey(text);
+    auto key = engine::FindDuplicateKey(text);
     return Status::InvalidArgument("key \"" + key.value_or("?") +
                                    "\" appears twice in one object");
   }

@@ -76,39 +76,6 @@ std::size_t FindInvalidUtf8(std::string_view s) {
   return std::string_view::npos;
 }
 
-// The first key named twice in one object of `text` (well-formed JSON), if any. A JSON parser
-// keeps only one of the two values, so such input is refused instead of guessed at.
-std::optional<std::string> FindDuplicateKey(std::string_view text) {
-  std::vector<std::optional<std::set<std::string>>> open;  // a key set per open object
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '{') {
-      open.emplace_back(std::set<std::string>{});
-    } else if (c == '[') {
-      open.emplace_back(std::nullopt);
-    } else if ((c == '}' || c == ']') && !open.empty()) {
-      open.pop_back();
-    } else if (c == '"') {
-      std::size_t end = i + 1;
-      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
-      std::string_view token = text.substr(i, end + 1 - i);
-      std::size_t next = end + 1;
-      while (next < text.size() && (text[next] == ' ' || text[next] == '\t' ||
-                                    text[next] == '\n' || text[next] == '\r')) {
-        ++next;
-      }
-      if (next < text.size() && text[next] == ':' && !open.empty() && open.back()) {
-        json::error_code ec;
-        json::value key = json::parse(token, ec);  // decodes escapes: "\u0061" is "a"
-        if (!ec && key.is_string() && !open.back()->insert(std::string(key.get_string())).second) {
-          return std::string(key.get_string());
-        }
-      }
-      i = end;
-    }
-  }
-  return std::nullopt;
-}
 
 Status Bad(std::size_t index, const std::string& what) {
   return Status::InvalidArgument("action " + std::to_string(index) + ": " + what);
@@ -252,7 +219,7 @@ Result<Transaction> ParseTransaction(std::string_view text, const Options& optio
     return Status::InvalidArgument("malformed JSON near byte " + std::to_string(used) + ": " +
                                    ec.message());
   }
-  if (auto key = FindDuplicateKey(text)) {
+  if (auto key = engine::FindDuplicateKey(text)) {
     return Status::InvalidArgument("key \"" + *key + "\" appears twice in one object");
   }
   if (!doc.is_object()) return Status::InvalidArgument("input must be a JSON object");
