@@ -20,46 +20,36 @@ Status LargeTransaction::Add(Action action, std::uint64_t tag) {
 
 Status LargeTransaction::Insert(std::string collection, std::string id, boost::json::object doc,
                                 std::uint64_t tag) {
-  Action a;
-  a.type = ActionType::kInsert;
-  a.key = Key{std::move(collection), std::move(id)};
-  a.fields = std::move(doc);
-  return run_->Add(std::move(a), tag);
+  return run_->Add(Action{ActionType::kInsert, {std::move(collection), std::move(id)},
+                          std::move(doc), {}, std::nullopt, std::nullopt},
+                   tag);
 }
 
 Status LargeTransaction::Update(std::string collection, std::string id, boost::json::object set,
                                 std::vector<std::string> unset, std::uint64_t tag) {
-  Action a;
-  a.type = ActionType::kUpdate;
-  a.key = Key{std::move(collection), std::move(id)};
-  a.fields = std::move(set);
-  a.unset = std::move(unset);
-  return run_->Add(std::move(a), tag);
+  return run_->Add(Action{ActionType::kUpdate, {std::move(collection), std::move(id)},
+                          std::move(set), std::move(unset), std::nullopt, std::nullopt},
+                   tag);
 }
 
 Status LargeTransaction::Adjust(std::string collection, std::string id, boost::json::object by,
                                 std::uint64_t tag) {
-  Action a;
-  a.type = ActionType::kAdjust;
-  a.key = Key{std::move(collection), std::move(id)};
-  a.fields = std::move(by);
-  return run_->Add(std::move(a), tag);
+  return run_->Add(Action{ActionType::kAdjust, {std::move(collection), std::move(id)},
+                          std::move(by), {}, std::nullopt, std::nullopt},
+                   tag);
 }
 
 Status LargeTransaction::Delete(std::string collection, std::string id, std::uint64_t tag) {
-  Action a;
-  a.type = ActionType::kDelete;
-  a.key = Key{std::move(collection), std::move(id)};
-  return run_->Add(std::move(a), tag);
+  return run_->Add(Action{ActionType::kDelete, {std::move(collection), std::move(id)}, {}, {},
+                          std::nullopt, std::nullopt},
+                   tag);
 }
 
 Status LargeTransaction::Put(std::string collection, std::string id, boost::json::object doc,
                              std::uint64_t tag) {
-  Action a;
-  a.type = ActionType::kInsert;
-  a.key = Key{std::move(collection), std::move(id)};
-  a.fields = std::move(doc);
-  return run_->Add(std::move(a), tag, /*put=*/true);
+  return run_->Add(Action{ActionType::kInsert, {std::move(collection), std::move(id)},
+                          std::move(doc), {}, std::nullopt, std::nullopt},
+                   tag, /*put=*/true);
 }
 
 Result<LargeCommitInfo> LargeTransaction::Commit() { return run_->Commit(); }

@@ -25,25 +25,39 @@ constexpr std::size_t kBlock = std::size_t{1} << 16;
 bool IsBlank(int c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 
+// Where a scan of JSON text stands with respect to strings: Step(c) takes the next byte and
+// returns true if it belongs to a string (its quotes included), escapes followed.
+class StringTracker {
+ public:
+  bool Step(char c) {
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      return true;
+    }
+    if (c == '"') {
+      in_string_ = true;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  bool in_string_ = false;
+  bool escape_ = false;
+};
+
 // Colons outside strings: in well-formed JSON, one per object member.
 std::size_t CountMembersInText(std::string_view text) {
   std::size_t n = 0;
-  bool in_string = false;
-  bool escape = false;
+  StringTracker strings;
   for (const char c : text) {
-    if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == ':') {
-      ++n;
-    }
+    if (!strings.Step(c) && c == ':') ++n;
   }
   return n;
 }
@@ -296,25 +310,16 @@ bool RowReader::NextArrayElement(Row* row) {
   expect_element_ = false;
   row->line = line_;
   int depth = 0;
-  bool in_string = false;
-  bool escape = false;
+  StringTracker strings;
   for (;;) {
-    if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
+    if (strings.Step(static_cast<char>(c))) {
+      // inside a string (or its quotes): taken as it is
     } else if (depth == 0 && c == ',') {
       expect_element_ = true;
       break;
     } else if (depth == 0 && c == ']') {
       array_closed_ = true;
       break;
-    } else if (c == '"') {
-      in_string = true;
     } else if (c == '{' || c == '[') {
       ++depth;
     } else if ((c == '}' || c == ']') && depth > 0) {
