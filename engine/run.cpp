@@ -7,10 +7,16 @@
 // At commit each document becomes one action: the single write as given when the document
 // was written once and never read, else the difference between base and image at the version
 // read (Update / Delete / Insert), or a Check when it was only read and must not change.
+//
+// Nested scopes (TxnContext::Nested) keep an undo log each: the state an entry had when the
+// scope began (a copy, or "absent"), saved once per scope before the scope first changes or
+// creates it. Undoing a scope puts those states back; a scope that succeeds hands its log to
+// the enclosing scope, which keeps its own older state of a document both saved.
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include <boost/json.hpp>
 
@@ -46,7 +52,28 @@ struct TxnContext::Impl {
         priority_ms(priority_ms),
         attempt(attempt) {}
 
+  // An open nested scope: the state each entry it changed or created had when it began
+  // (std::nullopt: absent), and `pinned_conflict` then.
+  struct Scope {
+    std::map<Key, std::optional<Entry>> saved;
+    bool pinned_conflict = false;
+  };
+
+  // The entry of `key`, read from the store (and saved as absent in the innermost open scope)
+  // at first touch. Callers Save it before they change it.
   Result<Entry*> Load(const Key& key);
+  // Saves `entry`'s current state in the innermost open scope, unless that scope saved it
+  // already. Nothing when no scope is open.
+  void Save(const Key& key, const Entry& entry) {
+    if (!scopes.empty()) scopes.back().saved.try_emplace(key, entry);
+  }
+  void OpenScope() { scopes.push_back(Scope{{}, pinned_conflict}); }
+  // Ends the innermost scope: keeps its changes when `keep`, else puts back what it saved.
+  // Throws nothing but allocation failure, so that it may run during unwinding.
+  void CloseScope(bool keep);
+  // True if `s` is a kConflict this attempt would meet again: one met by the callback itself
+  // (pinned_conflict), or the status of an undone scope that met one.
+  bool Pinned(const Status& s) const;
   Status Apply(Action action);
   Result<ReadResult> View(const Key& key);
   Transaction Build() const;
@@ -73,6 +100,11 @@ struct TxnContext::Impl {
   // A conflict met by the callback itself (a version it pinned did not match, an insert over
   // a live document): running the callback again cannot help, so Run returns it instead.
   bool pinned_conflict = false;
+  // The status the last undone scope returned, when it was a kConflict it met itself: the
+  // callback returning it ends the run as pinned_conflict does.
+  std::optional<Status> pinned_status;
+  // Open nested scopes, innermost last.
+  std::vector<Scope> scopes;
   // The background renewal of the locks (Options::renew_leases); declared last: ends first.
   engine::LeaseKeeper::Handle renewal;
 };
@@ -108,14 +140,47 @@ Result<TxnContext::Impl::Entry*> TxnContext::Impl::Load(const Key& key) {
   Entry e;
   e.base = std::move(r).value();
   e.image = Stored(e.base);
+  if (!scopes.empty()) scopes.back().saved.try_emplace(key, std::nullopt);
   return &entries.emplace(key, std::move(e)).first->second;
+}
+
+void TxnContext::Impl::CloseScope(bool keep) {
+  Scope scope = std::move(scopes.back());
+  scopes.pop_back();
+  if (keep) {
+    // The enclosing scope must be able to undo these changes too. Where it saved nothing yet,
+    // it had not changed the entry, so the state at this scope's start is the state at its own.
+    if (!scopes.empty()) {
+      for (auto& [key, prior] : scope.saved) scopes.back().saved.try_emplace(key, std::move(prior));
+    }
+    return;
+  }
+  for (auto& [key, prior] : scope.saved) {
+    if (prior) {
+      entries.insert_or_assign(key, std::move(*prior));
+    } else {
+      entries.erase(key);
+    }
+  }
+  pinned_conflict = scope.pinned_conflict;
+}
+
+bool TxnContext::Impl::Pinned(const Status& s) const {
+  if (s.code() != Code::kConflict) return false;
+  if (pinned_conflict) return true;
+  return pinned_status && pinned_status->message() == s.message() &&
+         pinned_status->current_version() == s.current_version() &&
+         pinned_status->txn_id() == s.txn_id();
 }
 
 Result<ReadResult> TxnContext::Impl::View(const Key& key) {
   auto e = Load(key);
   if (!e.ok()) return e.status();
   Entry& entry = **e;
-  entry.user_read = true;
+  if (!entry.user_read) {
+    Save(key, entry);
+    entry.user_read = true;
+  }
   ReadResult r;
   if (!entry.image) return r;
   auto meta = engine::DecodeMeta(entry.image->value);
@@ -151,6 +216,7 @@ Status TxnContext::Impl::Apply(Action action) {
   // The image after this write, at the version read (versions change only at commit).
   auto meta = engine::DecodeMeta(p->final);
   if (!meta.ok()) return meta.status();
+  Save(action.key, entry);
   meta->version = entry.base.version;
   meta->last_writer.clear();
   meta->at_ms = 0;
@@ -331,8 +397,42 @@ Status TxnContext::LockOptimistic(std::string_view collection, std::string_view 
                             ", found " + std::to_string(base.version))
         .WithCurrentVersion(base.version);
   }
-  (*e)->expected = expected_version;
+  if ((*e)->expected != expected_version) {
+    impl_->Save(key, **e);
+    (*e)->expected = expected_version;
+  }
   return Status::Ok();
+}
+
+Status TxnContext::Nested(const std::function<Status(TxnContext&)>& fn) {
+  // Opens the scope; undoes it if fn throws, else Close ends it as fn's status says.
+  class Guard {
+   public:
+    explicit Guard(Impl& impl) : impl_(impl) { impl_.OpenScope(); }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() {
+      if (open_) impl_.CloseScope(/*keep=*/false);
+    }
+    void Close(const Status& s) {
+      open_ = false;
+      if (s.ok()) {
+        impl_.CloseScope(/*keep=*/true);
+        return;
+      }
+      const bool pinned = impl_.Pinned(s);  // before the undo restores pinned_conflict
+      impl_.CloseScope(/*keep=*/false);
+      if (pinned) impl_.pinned_status = s;
+    }
+
+   private:
+    Impl& impl_;
+    bool open_ = true;
+  };
+  Guard guard(*impl_);
+  Status s = fn(*this);
+  guard.Close(s);
+  return s;
 }
 
 Status TxnContext::Lock(std::string_view collection, std::string_view id, LockMode mode) {
@@ -448,7 +548,10 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
     Status failed = r.status();
     const bool out_of_time = clock.MonotonicMicros() - started_us >= timeout_us ||
                              (options.max_attempts > 0 && attempt >= options.max_attempts);
-    const bool pinned = impl.pinned_conflict && failed.code() == Code::kConflict;
+    // A conflict the callback met itself comes back on every re-run: it ends the run. The
+    // callback's own status may be one that an undone nested scope met.
+    const bool pinned = s.ok() ? impl.pinned_conflict && failed.code() == Code::kConflict
+                               : impl.Pinned(failed);
     if (!failed.IsRetryableTransaction() || out_of_time || pinned) {
       return give_up(std::move(failed));
     }

@@ -175,6 +175,38 @@ void RunTransfers(litetx::Database& db) {
   Expect(Balance(db, "carol") == 75 && Balance(db, "dave") == 25, "carol 75, dave 25");
 }
 
+// Moves 10 from carol to dave, with carol's bonus as a nested scope that may fail alone.
+litetx::Result<litetx::CommitInfo> TransferWithBonus(litetx::Database& db) {
+  // [guide] nested
+  auto order = db.Run([](litetx::TxnContext& tx) -> litetx::Status {
+    if (auto s = tx.Adjust("accounts", "carol", {{"balance", -10}}); !s.ok()) return s;
+    if (auto s = tx.Adjust("accounts", "dave", {{"balance", 10}}); !s.ok()) return s;
+    // An optional step: if it fails, its own writes are undone and the transfer goes on.
+    litetx::Status bonus = tx.Nested([](litetx::TxnContext& step) -> litetx::Status {
+      if (auto s = step.Update("accounts", "carol", {{"tier", "gold"}}); !s.ok()) return s;
+      return step.Insert("bonuses", "carol", {{"points", 5}});  // kConflict once given
+    });
+    if (!bonus.ok() && bonus.code() != litetx::Code::kConflict) return bonus;
+    return litetx::Status::Ok();
+  });
+  // [/guide]
+  return order;
+}
+
+void RunNestedScopes(litetx::Database& db) {
+  auto first = TransferWithBonus(db);
+  Expect(first.ok(), "a transfer with its bonus commits");
+  auto carol = db.Read("accounts", "carol");
+  Expect(carol.ok() && carol->doc.contains("tier") && carol->doc.at("tier") == "gold",
+         "the bonus step's write commits with it");
+  (void)db.Commit(litetx::Transaction().Update("accounts", "carol", {{"tier", "silver"}}));
+  auto second = TransferWithBonus(db);  // the bonus exists: the step fails, the transfer not
+  Expect(second.ok() && second->attempts == 1, "a transfer whose bonus step fails commits");
+  carol = db.Read("accounts", "carol");
+  Expect(carol.ok() && carol->doc.at("tier") == "silver", "the failed step's write is undone");
+  Expect(Balance(db, "carol") == 55 && Balance(db, "dave") == 45, "carol 55, dave 45");
+}
+
 void ReadDocuments(litetx::Database& db) {
   // [guide] read
   auto carol = db.Read("accounts", "carol");                 // read committed
@@ -355,6 +387,7 @@ int main() {
     litetx::Database db(stores[i], options);
     WriteTransactions(db);
     RunTransfers(db);
+    RunNestedScopes(db);
     RunLargeTransaction(db);
     db.Flush();  // the raw read below expects every committed transaction finished
     ReadDocuments(db);

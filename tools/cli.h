@@ -179,5 +179,6 @@ void AddDemo(CLI::App& app, Context& ctx);     // cmd_demo.cpp
 void AddBench(CLI::App& app, Context& ctx);    // cmd_bench.cpp
 void AddCollections(CLI::App& app, Context& ctx);  // cmd_collections.cpp: list, count, drop
 void AddImport(CLI::App& app, Context& ctx);       // cmd_import.cpp
+void AddBatch(CLI::App& app, Context& ctx);        // cmd_batch.cpp (litetx::batch)
 
 }  // namespace litetx::cli

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   AddBench(app, ctx);
   AddCollections(app, ctx);
   AddImport(app, ctx);
+  AddBatch(app, ctx);
   AddDocgen(app, &ctx.run);  // last: it describes the commands above
   try {
     app.parse(argc, argv);
