@@ -506,7 +506,7 @@ Result<CommitInfo> Database::Run(const std::function<Status(TxnContext&)>& fn,
   Unreleased unreleased(engine::Env{*store_, options_, clock, *options_.logger});
   // Every attempt's id starts with the first attempt's first 16 hex digits: wait-die breaks
   // ties of age by id, so the order between two runs of the same age stays the same across
-  // their re-runs. The last 8 digits are new on each attempt (each has its own record).
+  // their re-runs. The last 12 digits are new on each attempt (each has its own record).
   const std::string first_id = engine::NewTxnId();
   auto attempt_id = [&](int attempt) {
     return attempt == 1 ? first_id : first_id.substr(0, 16) + engine::NewTxnId().substr(16);

@@ -1,10 +1,12 @@
-// Transaction ids: 96 bits from a per-thread xoshiro256** generator seeded with 256 bits from
-// the kernel's random source (getrandom(2)).
+// Transaction ids: a partition digit and 60 bits from a per-thread xoshiro256** generator
+// seeded with 256 bits from the kernel's random source (getrandom(2)), around the wall-clock
+// millisecond of the id's making.
 //
 // Each thread has its own generator, so the commit path takes no lock and makes no system
-// call. Two threads or two processes draw from independently seeded generators, so their ids
-// coincide only with the probability of two random 96-bit values. fork() copies the calling
-// thread's generator into the child, which would then draw the parent's next ids: a
+// call (the wall clock is read through the vDSO). Two threads or two processes draw from
+// independently seeded generators, so their ids coincide only with the probability of two
+// random 64-bit values drawn in the same millisecond. fork() copies the calling thread's
+// generator into the child, which would then draw the parent's next ids: a
 // pthread_atfork handler bumps a generation counter in the child, and a thread whose generator
 // was seeded in an older generation seeds it again from the kernel before its next id. (Should
 // the handler fail to register, the generator is instead reseeded whenever the process id
@@ -30,7 +32,6 @@ namespace litetx::engine {
 
 namespace {
 
-constexpr std::size_t kIdDigits = 24;  // 96 bits
 
 // Bumped in a child process right after fork(): generators of an older generation are stale.
 std::atomic<std::uint64_t> fork_generation{0};
@@ -139,11 +140,42 @@ std::string NewTxnId() {
     Seed(s, generation);
   }
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(kIdDigits, '0');
-  std::uint64_t a = Next(s), b = Next(s);
-  for (int i = 15; i >= 0; --i, a >>= 4) id[i] = kHex[a & 0xf];
-  for (int i = 23; i >= 16; --i, b >>= 4) id[i] = kHex[b & 0xf];
+  std::string id(kTxnIdDigits, '0');
+  std::uint64_t a = Next(s);
+  const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  std::uint64_t ms = wall < 0 ? 0 : static_cast<std::uint64_t>(wall);
+  id[0] = kHex[a & 0xf];  // the partition
+  a >>= 4;
+  for (std::size_t i = kTxnIdTimeDigits; i >= 1; --i, ms >>= 4) id[i] = kHex[ms & 0xf];
+  for (std::size_t i = kTxnIdDigits - 1; i > kTxnIdTimeDigits; --i, a >>= 4) id[i] = kHex[a & 0xf];
   return id;
+}
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+int TxnIdPartition(std::string_view id) {
+  return id.empty() ? -1 : HexValue(id.front());
+}
+
+std::optional<std::int64_t> TxnIdMillis(std::string_view id) {
+  if (id.size() != kTxnIdDigits) return std::nullopt;
+  std::int64_t ms = 0;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const int v = HexValue(id[i]);
+    if (v < 0) return std::nullopt;
+    if (i >= 1 && i <= kTxnIdTimeDigits) ms = ms * 16 + v;
+  }
+  return ms;
 }
 
 }  // namespace litetx::engine

@@ -3,7 +3,8 @@
 # engine's concurrency, run, lock, lease and contention tests, the collectors on real threads
 # (two at once, the background loop), the race tests (litetx_race_tests: coordinators and
 # collectors held mid-commit and mid-repair while others run) and the stress suite
-# (tests/stress). The RapidCheck properties are not built here (RapidCheck is a static library
+# (tests/stress), and the batch steps with concurrent chunks, concurrent items, takeovers and
+# listeners (tests/batch). The RapidCheck properties are not built here (RapidCheck is a static library
 # built without TSAN). Any data race fails the run (halt_on_error), and so does a run in which
 # fewer tests ran than expected. Called by scripts/test.sh; LITETX_TSAN=0 skips.
 set -euo pipefail
@@ -12,7 +13,7 @@ bash scripts/bootstrap.sh
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLITETX_SANITIZE=thread \
   -DLITETX_BUILD_TOOLS=OFF -DLITETX_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-tsan -j"$(nproc 2>/dev/null || echo 2)" \
-  --target litetx_tests litetx_race_tests stress_tests
+  --target litetx_tests litetx_race_tests stress_tests batch_tests
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 
 # Runs `binary` with gtest filter `filter` and checks that every suite the filter names
@@ -54,4 +55,5 @@ run build-tsan/tests/litetx_tests \
   'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*'
 run build-tsan/property-tests/litetx_race_tests '*'
 run build-tsan/tests/stress/stress_tests '*'
+run build-tsan/tests/batch/batch_tests 'BatchSeedTest.*:BatchStepTest.*'
 echo "tsan: no data race reported"

@@ -51,7 +51,7 @@ TEST_F(CommitTest, TransactionBuilderRecordsActionsInOrder) {
 TEST_F(CommitTest, FastPathInsert) {
   auto info = MustCommit(*db, Transaction().Insert("c", "a", Obj(R"({"x":1,"s":"t"})")));
   EXPECT_EQ(info.versions, std::vector<std::uint64_t>{V(1)});
-  EXPECT_EQ(info.txn_id.size(), 24u);
+  EXPECT_EQ(info.txn_id.size(), 28u);
   EXPECT_EQ(ReadImage(*db, "c", "a"), Found(V(1), Obj(R"({"x":1,"s":"t"})")));
   auto m = MetaOf(*mem, "c", "a");
   EXPECT_EQ(m.txn, "");
@@ -159,7 +159,7 @@ TEST_F(CommitTest, MultiActionOfEveryType) {
                                   .Delete("c", "del", V(1))
                                   .Check("d", "chk", V(1)));
   EXPECT_EQ(info.versions, (std::vector<std::uint64_t>{V(1), V(2), V(2), V(3), V(1)}));
-  EXPECT_EQ(info.txn_id.size(), 24u);
+  EXPECT_EQ(info.txn_id.size(), 28u);
   EXPECT_EQ(ReadImage(*db, "c", "new"), Found(V(1), Obj(R"({"hello":"world"})"), 2));
   EXPECT_EQ(ReadImage(*db, "c", "upd"), Found(V(2), Obj(R"({"a":5,"c":3})"), 4));
   EXPECT_EQ(ReadImage(*db, "c", "adj"), Found(V(2), Obj(R"({"n":6,"f":1.5})")));
@@ -239,7 +239,7 @@ TEST_F(CommitTest, TransactionIdsAreFreshHex) {
   std::set<std::string> ids;
   for (int i = 0; i < 50; ++i) {
     auto info = MustCommit(*db, Transaction().Insert("c", "a" + std::to_string(i), {}));
-    ASSERT_EQ(info.txn_id.size(), 24u);
+    ASSERT_EQ(info.txn_id.size(), 28u);
     for (char ch : info.txn_id) EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(ch)));
     EXPECT_TRUE(ids.insert(info.txn_id).second) << "txn id reused";
   }

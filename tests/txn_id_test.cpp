@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 using litetx::Transaction;
 using litetx::engine::NewTxnId;
 
-constexpr std::size_t kIdLength = 24;
+constexpr std::size_t kIdLength = 28;
 
 bool WellFormed(const std::string& id) {
   return id.size() == kIdLength && std::all_of(id.begin(), id.end(), [](char c) {
@@ -86,6 +87,52 @@ TEST(TxnIdTest, ThreadsNeverDrawTheSameId) {
     }
   }
   EXPECT_EQ(all.size(), std::size_t{kThreads} * kEach) << "an id was drawn twice";
+}
+
+// An id carries its partition and the millisecond it was made: the ids of one partition sort by
+// age, every partition is drawn, and a 24-digit id of earlier releases has a partition but no
+// time.
+TEST(TxnIdTest, IdsCarryAPartitionAndTheirMillisecond) {
+  using litetx::engine::TxnIdMillis;
+  using litetx::engine::TxnIdPartition;
+  auto wall = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  std::vector<int> per_partition(litetx::engine::kTxnIdPartitions, 0);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2'000; ++i) {
+    const auto before = wall();
+    std::string id = NewTxnId();
+    const auto after = wall();
+    ASSERT_TRUE(WellFormed(id)) << id;
+    auto ms = TxnIdMillis(id);
+    ASSERT_TRUE(ms.has_value()) << id;
+    EXPECT_GE(*ms, before) << id;
+    EXPECT_LE(*ms, after) << id;
+    const int p = TxnIdPartition(id);
+    ASSERT_GE(p, 0);
+    ASSERT_LT(p, litetx::engine::kTxnIdPartitions);
+    ++per_partition[static_cast<std::size_t>(p)];
+    ids.push_back(std::move(id));
+    if (i % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int p = 0; p < litetx::engine::kTxnIdPartitions; ++p) {
+    EXPECT_GT(per_partition[static_cast<std::size_t>(p)], 40) << "partition " << p;
+  }
+  // Within a partition, byte order is the order of the millisecond.
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (std::size_t j = i + 1; j < ids.size(); j += 97) {
+      if (ids[i][0] != ids[j][0]) continue;
+      if (*TxnIdMillis(ids[i]) < *TxnIdMillis(ids[j])) EXPECT_LT(ids[i], ids[j]);
+    }
+  }
+  EXPECT_EQ(TxnIdPartition("0123456789abcdef01234567"), 0);
+  EXPECT_FALSE(TxnIdMillis("0123456789abcdef01234567").has_value());
+  EXPECT_EQ(TxnIdPartition(""), -1);
+  EXPECT_EQ(TxnIdPartition("X"), -1);
+  EXPECT_FALSE(TxnIdMillis("g000000000000000000000000000").has_value());
 }
 
 TEST(TxnIdTest, ForkedChildAndParentDrawDifferentIds) {

@@ -7,6 +7,8 @@
 //   litetx/redis_store.h          RedisStore; link litetx::redis (needs hiredis)
 //   litetx/redis_cluster_store.h  RedisClusterStore; link litetx::redis
 //   litetx/fault_injecting_store.h  FaultInjectingStore, a Store wrapper for crash testing
+//   litetx/importer.h             Import, bulk import; link litetx::import
+//   litetx/batch.h                RunStep, batch processing; link litetx::batch
 #pragma once
 
 #include "litetx/clock.h"

@@ -36,6 +36,20 @@
 //     }
 //   });
 //
+// Nested scopes (savepoints; Spring's NESTED propagation): TxnContext::Nested runs a step of
+// the callback whose failure undoes only that step's buffered writes, and the transaction goes
+// on:
+//
+//   db.Run([&](litetx::TxnContext& tx) -> litetx::Status {
+//     if (auto s = tx.Insert("orders", "o1", {{"total", 30}}); !s.ok()) return s;
+//     litetx::Status bonus = tx.Nested([&](litetx::TxnContext& in) -> litetx::Status {
+//       if (auto s = in.Adjust("points", "alice", {{"points", 10}}); !s.ok()) return s;
+//       return in.Insert("bonuses", "o1", {{"points", 10}});  // kConflict: both undone
+//     });
+//     if (!bonus.ok() && bonus.code() != litetx::Code::kConflict) return bonus;
+//     return litetx::Status::Ok();  // the order commits, with its bonus or without it
+//   });
+//
 // Ownership: a TxnContext lives only during one run of the callback and refers to its
 // Database; do not keep it. Thread safety: a TxnContext is used by one thread at a time.
 #pragma once
@@ -161,6 +175,25 @@ class TxnContext {
   // kCorruption. A kUnavailable after the store lost the reply of the lock write may leave
   // the lock stored: it is then released with the attempt's other locks all the same.
   Status Lock(std::string_view collection, std::string_view id, LockMode mode);
+
+  // Runs `fn` as a nested scope of this transaction (a savepoint; Spring's NESTED propagation)
+  // and returns fn's status. If fn returns OK, its writes stay buffered in this transaction
+  // and commit with it (or are rolled back with it). If fn returns a non-OK status, every
+  // write it buffered (Insert, Update, Adjust, Delete), every version it pinned (Get with
+  // expected_version, LockOptimistic) and every read it recorded for the serializable check
+  // is undone, and that status is returned: the transaction goes on as if fn had not run (a
+  // document it read is read afresh by a later Get). If fn throws, the same undo happens and
+  // the exception propagates. Scopes nest to any depth; an inner scope that succeeded is
+  // undone with its enclosing scope.
+  //
+  // A kConflict that fn met on its own (a version it pinned did not match, an insert over a
+  // live document) does not keep Run from re-running the attempt once the scope is undone,
+  // unless the callback returns that same status: then, as without a scope, the run ends
+  // with it instead of re-running.
+  //
+  // Pessimistic locks (Lock) taken inside the scope are NOT released when it is undone: like
+  // every lock they are held until the attempt commits or rolls back.
+  Status Nested(const std::function<Status(TxnContext&)>& fn);
 
   // This attempt's transaction id (also its lock owner id), and its 1-based attempt number.
   const std::string& txn_id() const;
