@@ -19,10 +19,10 @@
 namespace litetx::engine {
 
 // A transaction id is kTxnIdDigits lowercase hex digits:
-//   [0]       the partition (0-f), uniformly random: collectors share the records by it
+//   [0]       the partition (0-f), uniformly random
 //   [1..12]   the wall-clock millisecond the id was made (since the Unix epoch), so that the
-//             ids of one partition sort by age: the collector finds what is due from the
-//             front of each partition, and outcome pages group transactions by time
+//             ids of one partition sort by age (a retried attempt of Database::Run keeps its
+//             first attempt's digits 0..15, and so its millisecond)
 //   [13..27]  60 random bits
 // Earlier releases made 24 random hex digits; such ids stay valid everywhere (they have a
 // partition but no time).
