@@ -12,7 +12,9 @@
 #include <boost/json.hpp>
 
 #include "engine/contention.h"
+#include "engine/doc_cache.h"
 #include "engine/finisher.h"
+#include "engine/json_text.h"
 #include "engine/lease_keeper.h"
 #include "engine/meta.h"
 #include "engine/record.h"
@@ -41,6 +43,9 @@ struct Slot {
   bool sent = false;          // an apply write was sent (it may have landed)
   bool landed = false;        // the apply write is known to have landed...
   Revision held_revision = 0;  // ...giving this revision
+  bool cached = false;        // prepared on Env::cache's image, not on a read of the store
+  std::size_t bytes = 0;      // the JSON text length of its largest image (CheckSize)
+  std::uint64_t ticket = 0;   // Env::cache's ticket for this document (FromCache)
   bool is_write() const { return action->type != ActionType::kCheck; }
 };
 
@@ -73,13 +78,19 @@ class CommitRun {
   // one_write: the one-write path, which needs only the final image.
   // first: a read of the document made just before (see AwaitFree); *waited is set if the
   // document was not free at that look.
+  // slot.cached: `first` is Env::cache's image, and a failure on it is followed by a read.
   Status PrepareSlot(Slot& slot, bool one_write = false, Prefetched first = std::nullopt,
                      bool* waited = nullptr);
+  Status PrepareOn(Slot& slot, bool one_write, Prefetched first, bool* waited);
+  // Env::cache's image of a write slot's document (taken out of the cache; slot.cached set),
+  // or nothing.
+  Prefetched FromCache(Slot& slot);
   // Reads every document in one batch, then prepares each slot in action order.
   Status PrepareAll();
   // Reads the documents of `slots` (indexes into slots_) in one batch.
   std::vector<Prefetched> ReadBatch(const std::vector<std::size_t>& slots);
-  Status CheckSize(const Slot& slot) const;
+  // Also records the size in slot.bytes.
+  Status CheckSize(Slot& slot) const;
   Result<CommitInfo> OnePhase(Slot& slot);
   // Fills record_ (times, priority, the worklist) in `state` and returns its encoding;
   // kInvalidArgument if it exceeds Options::max_record_bytes.
@@ -175,17 +186,40 @@ class CommitRun {
 };
 
 Status CommitRun::PrepareSlot(Slot& slot, bool one_write, Prefetched first, bool* waited) {
+  // An image from the cache is only a guess at the stored document: what is decided on it
+  // other than a write that then lands (an error of the action) is decided again on a read.
+  if (slot.cached) {
+    if (Status st = PrepareOn(slot, one_write, std::move(first), waited); st.ok()) return st;
+    slot.cached = false;
+    return PrepareOn(slot, one_write, std::nullopt, waited);
+  }
+  return PrepareOn(slot, one_write, std::move(first), waited);
+}
+
+Status CommitRun::PrepareOn(Slot& slot, bool one_write, Prefetched first, bool* waited) {
   Waiter waiter{id_, priority_ms_, holding_locks_};
   auto cur = AwaitFree(env_, slot.action->key, waiter,
                        slot.is_write() ? Need::kWrite : Need::kCheck, std::move(first), waited);
   if (!cur.ok()) return cur.status();
-  auto p = Prepare(*slot.action, *cur, id_, env_.options.default_schema_version,
+  const bool existed = cur->has_value();
+  const Revision read_revision = existed ? (*cur)->revision : 0;
+  auto p = Prepare(*slot.action, std::move(*cur), id_, env_.options.default_schema_version,
                    FirstVersion(env_.clock.NowMillis()), one_write);
   if (!p.ok()) return p.status();
   slot.prep = std::move(p).value();
-  slot.existed = cur->has_value();
-  slot.read_revision = slot.existed ? (*cur)->revision : 0;
+  slot.existed = existed;
+  slot.read_revision = read_revision;
   return slot.is_write() ? CheckSize(slot) : Status::Ok();
+}
+
+Prefetched CommitRun::FromCache(Slot& slot) {
+  slot.cached = false;
+  if (env_.cache == nullptr || !slot.is_write()) return std::nullopt;
+  DocCache::Taken taken = env_.cache->Take(slot.action->key);
+  slot.ticket = taken.ticket;
+  if (!taken.doc.has_value()) return std::nullopt;
+  slot.cached = true;
+  return Prefetched(std::move(taken.doc));
 }
 
 std::vector<Prefetched> CommitRun::ReadBatch(const std::vector<std::size_t>& which) {
@@ -202,30 +236,50 @@ std::vector<Prefetched> CommitRun::ReadBatch(const std::vector<std::size_t>& whi
 }
 
 Status CommitRun::PrepareAll() {
-  std::vector<std::size_t> all(slots_.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  std::vector<Prefetched> reads = ReadBatch(all);
+  // Documents whose image the cache keeps are not read (their applies' compare-and-swaps
+  // tell whether the image was still current); the others are read in one batch.
+  std::vector<Prefetched> first(slots_.size());
+  std::vector<std::size_t> to_read;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    first[i] = FromCache(slots_[i]);
+    if (!first[i].has_value()) to_read.push_back(i);
+  }
+  if (!to_read.empty()) {
+    std::vector<Prefetched> reads = ReadBatch(to_read);
+    for (std::size_t j = 0; j < to_read.size(); ++j) first[to_read[j]] = std::move(reads[j]);
+  }
   // Once one document had to be waited for, the batch's later reads are old: those documents
   // are read again, so that their applies do not meet changes made during the wait.
   bool fresh = true;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     bool waited = false;
+    if (!fresh) slots_[i].cached = false;
     Status st = PrepareSlot(slots_[i], /*one_write=*/false,
-                            fresh ? std::move(reads[i]) : Prefetched{}, &waited);
-    if (!st.ok()) return st;
+                            fresh ? std::move(first[i]) : Prefetched{}, &waited);
+    if (!st.ok()) {
+      // An earlier action evaluated on a cached image may fail on the stored document: the
+      // failure reported is the first in action order, as without the cache.
+      for (std::size_t j = 0; j < i; ++j) {
+        if (!slots_[j].cached) continue;
+        slots_[j].cached = false;
+        if (Status earlier = PrepareSlot(slots_[j]); !earlier.ok()) return earlier;
+      }
+      return st;
+    }
     fresh = fresh && !waited;
   }
   return Status::Ok();
 }
 
-Status CommitRun::CheckSize(const Slot& slot) const {
+Status CommitRun::CheckSize(Slot& slot) const {
   // The held image is the larger of the two the full path writes (the final one drops the
   // reference; a delete's tombstone drops the body); the one-write path builds only `final`.
   const json::object& largest = slot.prep.held.empty() ? slot.prep.final : slot.prep.held;
   // The parallel commit adds the hold's deadline to the held image: room for it is kept.
   constexpr std::size_t kHoldDeadlineBytes = 32;
-  std::size_t bytes = json::serialize(largest).size();
+  std::size_t bytes = SerializedSize(largest);
   if (!slot.prep.held.empty()) bytes += kHoldDeadlineBytes;
+  slot.bytes = bytes;
   if (bytes > env_.options.max_document_bytes) {
     return Status::InvalidArgument(Where(slot.action->key) + ": the document would be " +
                                    std::to_string(bytes) + " bytes, over the limit of " +
@@ -296,19 +350,34 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   // changed under it, after or instead of ours: kUnknown.
   bool maybe_landed = false;
   bool evaluate = true;
+  bool use_cache = true;  // until an image from the cache has been found stale
   json::object final;
   for (;;) {
     if (evaluate) {
-      if (Status st = PrepareSlot(slot, /*one_write=*/true); !st.ok()) return st;
-      final = slot.prep.final;
+      Prefetched first = use_cache ? FromCache(slot) : Prefetched{};
+      if (!use_cache) slot.cached = false;
+      if (Status st = PrepareSlot(slot, /*one_write=*/true, std::move(first)); !st.ok()) {
+        return st;
+      }
+      final = std::move(slot.prep.final);
       StampTombstoneTime(final, env_.clock.NowMillis());
       evaluate = false;
     }
     auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, final);
-    if (w.ok()) return Info();
+    if (w.ok()) {
+      if (env_.cache != nullptr) {
+        env_.cache->Put(key, std::move(final), *w, slot.bytes, slot.ticket);
+      }
+      return Info();
+    }
     switch (w.code()) {
       case Code::kConflict:
         if (maybe_landed) break;  // resolved below
+        if (slot.cached) {  // the cache's image was stale: read the document (not a race)
+          use_cache = false;
+          evaluate = true;
+          continue;
+        }
         // Changed since the read: read again (preconditions re-checked).
         if (++races >= kMaxRaces) {
           return Status::Conflict(Where(key) + " kept changing under the transaction");
@@ -360,7 +429,7 @@ Result<json::object> CommitRun::BuildRecord(TxnState state) {
     record_.actions.back().read_revision = s.read_revision;
   }
   json::object value = EncodeRecord(record_);
-  std::size_t bytes = json::serialize(value).size();
+  std::size_t bytes = SerializedSize(value);
   if (bytes > env_.options.max_record_bytes) {
     return Status::InvalidArgument("the transaction's worklist would be " + std::to_string(bytes) +
                                    " bytes, over the limit of " +
@@ -739,7 +808,7 @@ Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, b
     TxnRecord updated = record_;
     if (!change(updated)) return Status::Ok();
     json::object value = EncodeRecord(updated);
-    if (check_size && json::serialize(value).size() > env_.options.max_record_bytes) {
+    if (check_size && SerializedSize(value) > env_.options.max_record_bytes) {
       return Status::InvalidArgument("the transaction's worklist grew over the limit of " +
                                      std::to_string(env_.options.max_record_bytes) + " bytes");
     }
@@ -1009,13 +1078,14 @@ void CommitRun::Finish() {
   job.record_settled = record_settled_;
   if (job.record.state == TxnState::kStaging) {
     job.flip_first = true;
-    job.committed_value = record_value_;
+    job.committed_value = std::move(record_value_);  // not needed here any more
     job.committed_value["state"] = TxnStateName(TxnState::kCommitted);
     job.record.state = TxnState::kCommitted;
   }
   for (Slot& s : slots_) {
     if (!s.is_write()) continue;
-    job.docs.push_back({s.action->key, s.held_revision, std::move(s.prep.final)});
+    job.docs.push_back({s.action->key, s.held_revision, std::move(s.prep.final), s.bytes,
+                         s.ticket});
   }
   if (env_.finisher != nullptr && env_.finisher->Submit(job)) return;
   FinishTransaction(env_, job);

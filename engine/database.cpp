@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/coordinator.h"
+#include "engine/doc_cache.h"
 #include "engine/env.h"
 #include "engine/finisher.h"
 #include "engine/lease_keeper.h"
@@ -32,11 +33,17 @@ Database::Database(std::shared_ptr<Store> store, Options options)
     auto period = std::max(options_.lease / 4, std::chrono::milliseconds{1});
     leases_ = std::make_unique<engine::LeaseKeeper>(period, *options_.logger);
   }
+  if (options_.written_cache_bytes > 0) {
+    cache_ = std::make_unique<engine::DocCache>(options_.written_cache_bytes);
+  }
   engine::Env env{*store_, options_, *options_.clock, *options_.logger, leases_.get()};
+  env.cache = cache_.get();
   if (options_.finish_in_background) {
-    finisher_ = std::make_unique<engine::Finisher>(
-        engine::Env{*store_, options_, *options_.clock, *options_.logger},
-        options_.finisher_threads, options_.finisher_queue, options_.finisher_linger);
+    engine::Env finishing{*store_, options_, *options_.clock, *options_.logger};
+    finishing.cache = cache_.get();
+    finisher_ = std::make_unique<engine::Finisher>(finishing, options_.finisher_threads,
+                                                   options_.finisher_queue,
+                                                   options_.finisher_linger);
     env.finisher = finisher_.get();
   }
   coordinator_ = std::make_unique<engine::Coordinator>(env);

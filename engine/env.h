@@ -18,6 +18,7 @@ namespace litetx::engine {
 
 class LeaseKeeper;
 class Finisher;
+class DocCache;
 
 struct Env {
   Store& store;
@@ -27,6 +28,7 @@ struct Env {
   LeaseKeeper* leases = nullptr;  // renews leases in the background; null: none (collectors)
   Finisher* finisher = nullptr;   // finishes committed transactions in the background; null:
                                   // the committing thread finishes them before returning
+  DocCache* cache = nullptr;      // documents as this Database last wrote them; null: none
 };
 
 // The logger of a Database or Collector whose options name none: one per process, named

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "engine/doc_cache.h"
 #include "engine/meta.h"
 #include "engine/repair.h"
 #include "engine/worklist.h"
@@ -45,7 +46,10 @@ bool FinishOne(const Env& env, const std::string& id, FinishJob::Doc& doc, Statu
     }
     if (!retry.Next()) return false;
     auto r = env.store.Replace(doc.key, rev, doc.final);
-    if (r.ok()) return true;
+    if (r.ok()) {
+      if (env.cache != nullptr) env.cache->Put(doc.key, std::move(doc.final), *r, doc.bytes, doc.ticket);
+      return true;
+    }
     last = r.status();
   }
 }
@@ -192,7 +196,12 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
     std::vector<BatchResult> results = env.store.Batch(ops);
     for (std::size_t j = 0; j < ops.size(); ++j) {
       Result<Revision> r = ResultOf(results, j);
-      if (r.ok()) continue;
+      if (r.ok()) {
+        // The batch is over: its op no longer refers to the image, which the cache takes.
+        FinishJob::Doc& d = *docs[j];
+        if (env.cache != nullptr) env.cache->Put(d.key, std::move(d.final), *r, d.bytes, d.ticket);
+        continue;
+      }
       all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], r.status()) && all[at[j]];
     }
   }

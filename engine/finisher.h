@@ -56,6 +56,8 @@ struct FinishJob {
     Key key;
     Revision held_revision = 0;  // the revision its apply left
     boost::json::object final;   // the image without the reference (a tombstone for a delete)
+    std::size_t bytes = 0;       // its JSON text's length, about (for Env::cache)
+    std::uint64_t ticket = 0;    // Env::cache's ticket taken when the transaction read it
   };
   std::vector<Doc> docs;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/serializer.hpp>
 #include <boost/json/value_stack.hpp>
 
 namespace litetx::engine {
@@ -264,6 +265,18 @@ std::optional<std::string> FindDuplicateKey(std::string_view text) {
     }
   }
   return std::nullopt;
+}
+
+std::size_t SerializedSize(const json::object& value) {
+  // The serializer writes the text into `out` piece by piece; only the pieces' lengths are
+  // kept. A document that fits in `out` is written in one piece, without the serializer
+  // suspending (which is when it allocates its own stack).
+  char out[4096];
+  json::serializer sr;
+  sr.reset(&value);
+  std::size_t n = 0;
+  while (!sr.done()) n += sr.read(out, sizeof out).size();
+  return n;
 }
 
 }  // namespace litetx::engine

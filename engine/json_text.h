@@ -51,6 +51,10 @@ JsonProblem CheckJson(const boost::json::object& doc, std::size_t max_depth, boo
 // (nested deeper than kMaxStoredNestingDepth, or a NaN or an infinity), or empty.
 std::string StoredValueProblem(const boost::json::object& value);
 
+// The length of boost::json::serialize(value), counted without building the text: the
+// serializer writes into a buffer on the stack, which is reused.
+std::size_t SerializedSize(const boost::json::object& value);
+
 // The first key named twice in one object of `text` (well-formed JSON), if any. A JSON parser
 // keeps only one of the two values, so such input is refused instead of guessed at.
 std::optional<std::string> FindDuplicateKey(std::string_view text);

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "engine/contention.h"
+#include "engine/json_text.h"
 #include "engine/meta.h"
 #include "engine/repair.h"
 #include "engine/txn_id.h"
@@ -462,7 +463,7 @@ Status LargeRun::PrepareItem(Item& item, const std::optional<StoredDocument>& cu
   auto p = Prepare(action, current, id_, env_.options.default_schema_version,
                    FirstVersion(env_.clock.NowMillis()));
   if (!p.ok()) return p.status();
-  const std::size_t bytes = json::serialize(p->held).size();
+  const std::size_t bytes = SerializedSize(p->held);
   if (bytes > env_.options.max_document_bytes) {
     return Status::InvalidArgument("the document would take " + std::to_string(bytes) +
                                    " bytes, over the limit of " +

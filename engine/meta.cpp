@@ -9,8 +9,7 @@ namespace json = boost::json;
 
 namespace {
 
-bool ReadBool(const json::object& m, std::string_view name, bool& out) {
-  const json::value* v = m.if_contains(name);
+bool ReadBool(const json::value* v, bool& out) {
   if (v == nullptr) {
     out = false;
     return true;
@@ -20,8 +19,7 @@ bool ReadBool(const json::object& m, std::string_view name, bool& out) {
   return true;
 }
 
-bool ReadString(const json::object& m, std::string_view name, std::string& out) {
-  const json::value* v = m.if_contains(name);
+bool ReadString(const json::value* v, std::string& out) {
   if (v == nullptr) {
     out.clear();
     return true;
@@ -31,6 +29,41 @@ bool ReadString(const json::object& m, std::string_view name, std::string& out) 
   return true;
 }
 
+bool ReadString(const json::object& m, std::string_view name, std::string& out) {
+  return ReadString(m.if_contains(name), out);
+}
+
+// The fields of an "_ltx" object, found in one pass over it (unknown names are ignored).
+struct MetaFields {
+  const json::value* v = nullptr;
+  const json::value* sv = nullptr;
+  const json::value* tx = nullptr;
+  const json::value* dlg = nullptr;
+  const json::value* del = nullptr;
+  const json::value* gone = nullptr;
+  const json::value* lw = nullptr;
+  const json::value* at = nullptr;
+  const json::value* lk = nullptr;
+  const json::value* u = nullptr;
+
+  explicit MetaFields(const json::object& m) {
+    for (const json::key_value_pair& kv : m) {
+      const std::string_view k = kv.key();
+      const json::value* p = &kv.value();
+      if (k == "v") v = p;
+      else if (k == "sv") sv = p;
+      else if (k == "tx") tx = p;
+      else if (k == "lw") lw = p;
+      else if (k == "dlg") dlg = p;
+      else if (k == "del") del = p;
+      else if (k == "gone") gone = p;
+      else if (k == "at") at = p;
+      else if (k == "lk") lk = p;
+      else if (k == "u") u = p;
+    }
+  }
+};
+
 }  // namespace
 
 Result<Meta> DecodeMeta(const json::object& stored) {
@@ -39,26 +72,27 @@ Result<Meta> DecodeMeta(const json::object& stored) {
     return Status::Corruption("stored document has no \"_ltx\" metadata object");
   }
   const json::object& m = mv->get_object();
+  const MetaFields f(m);
   Meta meta;
-  const json::value* v = m.if_contains("v");
-  const json::value* sv = m.if_contains("sv");
+  const json::value* v = f.v;
+  const json::value* sv = f.sv;
   if (v == nullptr || sv == nullptr) return Status::Corruption("metadata lacks v or sv");
   auto version = json::try_value_to<std::uint64_t>(*v);
   auto schema = json::try_value_to<std::uint32_t>(*sv);
   if (!version || !schema) return Status::Corruption("metadata v/sv are not unsigned integers");
   meta.version = *version;
   meta.schema_version = *schema;
-  if (!ReadBool(m, "dlg", meta.deleting) || !ReadBool(m, "del", meta.deleted) ||
-      !ReadBool(m, "gone", meta.gone) || !ReadString(m, "tx", meta.txn) ||
-      !ReadString(m, "lw", meta.last_writer)) {
+  if (!ReadBool(f.dlg, meta.deleting) || !ReadBool(f.del, meta.deleted) ||
+      !ReadBool(f.gone, meta.gone) || !ReadString(f.tx, meta.txn) ||
+      !ReadString(f.lw, meta.last_writer)) {
     return Status::Corruption("metadata field has the wrong type");
   }
-  if (const json::value* at = m.if_contains("at")) {
+  if (const json::value* at = f.at) {
     auto at_ms = json::try_value_to<std::int64_t>(*at);
     if (!at_ms) return Status::Corruption("metadata at is not an integer");
     meta.at_ms = *at_ms;
   }
-  if (const json::value* lk = m.if_contains("lk")) {
+  if (const json::value* lk = f.lk) {
     if (!lk->is_array()) return Status::Corruption("metadata lk is not an array");
     for (const json::value& e : lk->get_array()) {
       const json::object* o = e.if_object();
@@ -81,7 +115,7 @@ Result<Meta> DecodeMeta(const json::object& stored) {
       meta.locks.push_back(std::move(entry));
     }
   }
-  if (const json::value* u = m.if_contains("u")) {
+  if (const json::value* u = f.u) {
     // The hold's undo data (engine/worklist.h UndoOf): only on a held document.
     if (!u->is_object() || meta.txn.empty()) {
       return Status::Corruption("metadata u is not an object on a held document");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -70,6 +71,13 @@ std::uint64_t FirstVersion(std::int64_t now_ms) {
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
                          const std::string& txn, std::uint32_t default_schema,
                          std::uint64_t first_version, bool final_only) {
+  return Prepare(action, std::optional<StoredDocument>(current), txn, default_schema,
+                 first_version, final_only);
+}
+
+Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& current,
+                         const std::string& txn, std::uint32_t default_schema,
+                         std::uint64_t first_version, bool final_only) {
   Meta meta;
   Prior prior = Prior::kAbsent;
   if (current) {
@@ -118,7 +126,19 @@ Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocumen
   if (meta.version > std::numeric_limits<std::uint64_t>::max() - 2) {
     return Status::FailedPrecondition(Where(action.key) + ": its version counter is exhausted");
   }
-  json::object body = current ? UserFields(current->value) : json::object{};
+  // The body is taken from `current` (owned here), not copied: only "_ltx" is dropped.
+  // (Boost.JSON's erase moves the last field into the gap, so the field order is kept only when
+  // "_ltx" is last, as the engine writes it; otherwise the body is copied in order.)
+  json::object body;
+  if (current && action.type != ActionType::kInsert) {
+    json::object& stored = current->value;
+    if (!stored.empty() && std::prev(stored.end())->key() == kMetaField) {
+      body = std::move(stored);
+      body.erase(std::prev(body.end()));
+    } else {
+      body = UserFields(stored);
+    }
+  }
   Meta held;
   // An insert with no version to continue from (absent, or a placeholder at 0) starts at
   // first_version, above anything the id had before its history was purged.

@@ -50,6 +50,10 @@ std::uint64_t FirstVersion(std::int64_t now_ms);
 Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
                          const std::string& txn, std::uint32_t default_schema,
                          std::uint64_t first_version, bool final_only = false);
+// The same, taking `current` over (its value is moved from): no copy of the document's body.
+Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& current,
+                         const std::string& txn, std::uint32_t default_schema,
+                         std::uint64_t first_version, bool final_only = false);
 
 // The committed form of a document held by its transaction: reference cleared; a pending
 // delete becomes a tombstone (body cleared, version + 1).

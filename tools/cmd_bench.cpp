@@ -58,6 +58,7 @@ struct BenchArgs {
   std::vector<std::string> plot_with;  // --plot-with: earlier `bench --json` outputs to add
   bool hot = false;                    // --hot: every transaction of a thread on the same documents
   std::string finish = "background";   // --finish: where committed transactions are finished
+  bool no_cache = false;               // --no-cache: Options::written_cache_bytes = 0
 };
 
 constexpr std::chrono::microseconds kMaxDelay = std::chrono::seconds(1);
@@ -547,6 +548,7 @@ int RunBench(const Context& ctx, const BenchArgs& args, bool duration_given) {
   std::thread runner([&] {
     Options engine = EngineOptions(ctx);
     engine.finish_in_background = args.finish == "background";
+    if (args.no_cache) engine.written_cache_bytes = 0;
     result.emplace(bench::Run(parking, config, engine, on_row));
     done = true;
     Wake();
@@ -675,6 +677,9 @@ void AddBench(CLI::App& app, Context& ctx) {
                   "Finish committed transactions in the background (the default) or inline, "
                   "before Commit returns")
       ->check(CLI::IsMember({"background", "inline"}));
+  cmd->add_flag("--no-cache", args->no_cache,
+                "Read every document before writing it (Options::written_cache_bytes = 0; "
+                "default: a document this Database wrote last is written without a read)");
   cmd->add_option("--plot", args->plot,
                   "Draw tx/s and p50/p99 latency against N into this SVG file (needs gnuplot)");
   cmd->add_option("--plot-with", args->plot_with,

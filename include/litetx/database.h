@@ -30,6 +30,7 @@ namespace litetx {
 
 namespace engine {
 class Coordinator;
+class DocCache;
 class Finisher;
 class LeaseKeeper;
 }
@@ -170,6 +171,7 @@ class Database {
   std::shared_ptr<Store> store_;
   Options options_;
   std::unique_ptr<engine::LeaseKeeper> leases_;  // null unless Options::renew_leases
+  std::unique_ptr<engine::DocCache> cache_;  // null if Options::written_cache_bytes is 0
   std::unique_ptr<engine::Coordinator> coordinator_;
   // Declared last, so destroyed first: it finishes what is queued while the rest still lives.
   std::unique_ptr<engine::Finisher> finisher_;  // null unless Options::finish_in_background

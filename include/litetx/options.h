@@ -110,6 +110,16 @@ struct Options {
   // through the record; a transaction that meets such a document finishes it at once). 0: no
   // wait.
   std::chrono::microseconds finisher_linger{200};
+  // Bytes of documents this Database keeps as it last wrote them, each with the store revision
+  // that write left (least recently written dropped first). A later transaction that writes
+  // such a document evaluates its action on the kept image and sends its compare-and-swap at
+  // that revision, without reading the document first: one store round fewer. Store revisions
+  // are never reused, so a write that lands proves the image was the stored one; if someone
+  // else wrote the document meanwhile, the compare-and-swap fails, nothing is written, and
+  // the document is read and the action evaluated again, so outcomes are as without the cache,
+  // and a stale image costs one failed write. Version checks (Transaction::Check) and reads
+  // never use it. Sized by the documents' JSON text. 0: no cache.
+  std::size_t written_cache_bytes = std::size_t{4} << 20;
 };
 
 // What a read returns for a document that another transaction is changing.

@@ -90,7 +90,8 @@ TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
   // One slice of 50 ms per measurement: long enough for commits in every row on a busy
   // machine.
   RunResult r = RunCli({"--store", "memory:", "bench", "--duration", "50ms", "--rounds", "1",
-                        "--json", "--sizes", "1,2,4", "--threads", "2", "--finish", "inline"});
+                        "--json", "--sizes", "1,2,4", "--threads", "2", "--finish", "inline",
+                        "--no-cache"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const json::object o = r.Json();
   const json::array& rows = Array(o, "rows");
@@ -118,6 +119,40 @@ TEST_F(CliTest, BenchCountsWritesAndRoundTripsPerCommitExactly) {
               D(rows[2].as_object(), "round_trips_per_tx"));
 }
 
+// The same run with the written-document cache (the default): a thread's transaction reads its
+// documents only the first time it meets them (each row starts with a new Database, and each
+// thread cycles through 8 groups of N documents); afterwards the cache's image is written at
+// its revision without a read. So at most 8 * N reads per thread and row, the one-write path
+// makes 1 round trip instead of 2 and the others 4 instead of 5, and the writes are unchanged.
+TEST_F(CliTest, BenchWithTheWrittenCacheSkipsTheReads) {
+  RunResult r = RunCli({"--store", "memory:", "bench", "--duration", "50ms", "--rounds", "1",
+                        "--json", "--sizes", "1,2,4", "--threads", "2", "--finish", "inline"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const json::object o = r.Json();
+  const json::array& rows = Array(o, "rows");
+  ASSERT_EQ(rows.size(), 6u) << r.out;
+  for (const json::value& v : rows) {
+    const json::object& row = v.as_object();
+    const double n = D(row, "n");
+    const double threads = D(row, "threads");
+    const double commits = D(row, "commits");
+    SCOPED_TRACE("N=" + std::to_string(static_cast<int>(n)) + " threads=" +
+                 std::to_string(static_cast<int>(threads)));
+    EXPECT_EQ(D(row, "errors"), 0);
+    ASSERT_GT(commits, 0);
+    EXPECT_EQ(D(row, "writes_per_tx"), n == 1 ? 1 : 2 * n + 3);
+    // Figures are printed with 3 decimals: 0.001 of slack.
+    const double first_reads = 8 * n * threads / commits;
+    EXPECT_LE(D(row, "reads_per_tx"), first_reads + 0.001);
+    EXPECT_GE(D(row, "round_trips_per_tx"), n == 1 ? 1 : 4);
+    EXPECT_LE(D(row, "round_trips_per_tx"),
+              (n == 1 ? 1 : 4) + 8 * threads / commits + 0.001);
+    std::printf("[bench] with the written cache, N=%g threads=%g: %g reads and %g round trips "
+                "per commit over %g commits\n",
+                n, threads, D(row, "reads_per_tx"), D(row, "round_trips_per_tx"), commits);
+  }
+}
+
 // Finishing in the background (the default) moves the flip, the finish batch and the marker
 // off the committing thread: the writes stay exactly 2N+3 (whoever makes them), and the
 // critical path is 2 round trips (the read batch, then the batch of the record and the
@@ -139,7 +174,8 @@ TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPat
   for (bool kept_up = false; !kept_up && runs < 3;) {
     ++runs;
     RunResult r = RunCli({"--store", "memory:", "bench", "--duration", "100ms", "--rounds", "1",
-                          "--json", "--sizes", "1,2,4", "--threads", "1", "--delay", "1ms"});
+                          "--json", "--sizes", "1,2,4", "--threads", "1", "--delay", "1ms",
+                          "--no-cache"});
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     o = r.Json();
     kept_up = true;
@@ -169,7 +205,7 @@ TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPat
   }
 
   RunResult fast = RunCli({"--store", "memory:", "bench", "--duration", "50ms", "--rounds", "1",
-                           "--json", "--sizes", "2,4", "--threads", "1"});
+                           "--json", "--sizes", "2,4", "--threads", "1", "--no-cache"});
   ASSERT_EQ(fast.code, 0) << fast.out << fast.err;
   const json::object fast_o = fast.Json();
   const json::array& fast_rows = Array(fast_o, "rows");
@@ -198,7 +234,8 @@ TEST_F(CliTest, BenchFinishingInTheBackgroundLeavesTwoRoundTripsOnTheCriticalPat
 // calibrated Get's p50.
 TEST_F(CliTest, BenchDelayModelsARoundTripAndCalibratesIt) {
   RunResult r = RunCli({"--store", "memory:", "bench", "--json", "--duration", "100ms",
-                        "--rounds", "2", "--sizes", "1,2", "--threads", "1", "--delay", "1ms"});
+                        "--rounds", "2", "--sizes", "1,2", "--threads", "1", "--delay", "1ms",
+                        "--no-cache"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const json::object o = r.Json();
   EXPECT_EQ(D(o, "delay_us"), 1000);
