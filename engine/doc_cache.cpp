@@ -38,13 +38,14 @@ DocCache::Taken DocCache::Take(const Key& key) {
   auto it = s.map.find(key);
   if (it == s.map.end()) {
     misses_.fetch_add(1, std::memory_order_relaxed);
-    MakeRoom(s, kKeyBytes, dropped);
+    const std::size_t key_bytes = KeyBytes(key);
+    MakeRoom(s, key_bytes, dropped);
     s.lru.push_front(key);
     Entry& e = s.map[key];
     e.ticket = out.ticket;
-    e.bytes = kKeyBytes;
+    e.bytes = key_bytes;
     e.pos = s.lru.begin();
-    s.bytes += kKeyBytes;
+    s.bytes += key_bytes;
     return out;
   }
   Entry& e = it->second;
@@ -52,8 +53,9 @@ DocCache::Taken DocCache::Take(const Key& key) {
     hits_.fetch_add(1, std::memory_order_relaxed);
     out.doc = std::move(e.doc);
     e.doc.reset();
-    s.bytes -= e.bytes - kKeyBytes;
-    e.bytes = kKeyBytes;
+    const std::size_t key_bytes = KeyBytes(key);
+    s.bytes -= e.bytes - key_bytes;
+    e.bytes = key_bytes;
   } else {
     misses_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -71,7 +73,7 @@ void DocCache::Put(const Key& key, boost::json::object value, Revision revision,
   // No entry: the key's tickets were dropped for room, so which Take is the latest is unknown.
   if (it == s.map.end() || it->second.ticket > ticket) return;
   Entry& e = it->second;
-  bytes = std::max(bytes, kKeyBytes);
+  bytes += KeyBytes(key);
   if (bytes > shard_budget_) return;
   if (e.doc.has_value()) dropped.push_back(std::move(*e.doc));
   e.doc.emplace(StoredDocument{std::move(value), revision});

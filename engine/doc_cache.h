@@ -60,7 +60,8 @@ class DocCache {
   };
   struct Entry;
   using Lru = std::list<Key>;  // most recently put first
-  // A key's latest ticket, with its image if one is kept (a ticket alone counts kKeyBytes).
+  // A key's latest ticket, with its image if one is kept. `bytes` counts the entry as a whole:
+  // KeyBytes(key), plus the image's size when one is kept.
   struct Entry {
     std::optional<StoredDocument> doc;
     std::uint64_t ticket = 0;
@@ -74,7 +75,10 @@ class DocCache {
     std::size_t bytes = 0;
     std::uint64_t next_ticket = 0;
   };
-  static constexpr std::size_t kKeyBytes = 64;
+  // What an entry costs besides its image: the key, held twice (map and list), and the nodes.
+  static std::size_t KeyBytes(const Key& key) {
+    return 160 + 2 * (key.collection.size() + key.id.size());
+  }
   // Drops least recently used keys until `more` bytes fit. REQUIRES: s.mu held.
   void MakeRoom(Shard& s, std::size_t more, std::vector<StoredDocument>& dropped);
   static constexpr std::size_t kShards = 16;

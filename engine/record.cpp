@@ -164,6 +164,16 @@ json::object EncodeRecord(const TxnRecord& r) {
   return o;
 }
 
+void DropReversingData(json::object& encoded) {
+  json::value* actions = encoded.if_contains("actions");
+  if (actions == nullptr || !actions->is_array()) return;
+  for (json::value& a : actions->get_array()) {
+    json::object* o = a.if_object();
+    if (o == nullptr) continue;
+    for (std::string_view name : {"fields", "unset", "restore", "remove"}) o->erase(name);
+  }
+}
+
 Result<TxnRecord> DecodeRecord(const json::object& o) {
   TxnRecord r;
   const json::value* state = o.if_contains("state");

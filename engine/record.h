@@ -5,7 +5,8 @@
 //    "created": ms since epoch, "prio": ms since epoch (the age for wait-die: when the logical
 //    transaction's first attempt started; absent: = created), "gc_at": ms since epoch (created + lease, extended while the
 //    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
-//    "fence": true (a fence marker, never purged), "actions": [WorkAction...],
+//    "fence": true (a fence marker, never purged), "actions": [WorkAction...] (a parallel
+//    commit's flip writes them without fields/unset/restore/remove: DropReversingData),
 //    "large": true, "chunks": n (a large transaction: no actions; its worklist is in chunk
 //    documents, engine/large.h)}
 // Each WorkAction is one write action with its reversing data:
@@ -92,6 +93,11 @@ struct TxnRecord {
 };
 
 boost::json::object EncodeRecord(const TxnRecord& record);
+// Drops from an encoded record's actions what only a rollback needs ("fields", "unset",
+// "restore", "remove"), keeping what names each document and its prior state: the form of a
+// record once it is committed, when nothing will be reversed and finishing a document needs
+// only its key. It still decodes (DecodeRecord), with those parts empty.
+void DropReversingData(boost::json::object& encoded);
 // kCorruption if `stored` is not a well-formed record.
 Result<TxnRecord> DecodeRecord(const boost::json::object& stored);
 

@@ -3,7 +3,7 @@
 # engine's concurrency, run, lock, lease and contention tests, the collectors on real threads
 # (two at once, the background loop), the race tests (litetx_race_tests: coordinators and
 # collectors held mid-commit and mid-repair while others run) and the stress suite
-# (tests/stress), and the batch steps with concurrent chunks, concurrent items, takeovers and
+# (tests/stress), the written-document cache under concurrent Databases, and the batch steps with concurrent chunks, concurrent items, takeovers and
 # listeners (tests/batch). The RapidCheck properties are not built here (RapidCheck is a static library
 # built without TSAN). Any data race fails the run (halt_on_error), and so does a run in which
 # fewer tests ran than expected. Called by scripts/test.sh; LITETX_TSAN=0 skips.
@@ -52,7 +52,7 @@ run() {
 }
 
 run build-tsan/tests/litetx_tests \
-  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*'
+  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*:WrittenCacheConcurrency.*:WrittenCacheMulti.*'
 run build-tsan/property-tests/litetx_race_tests '*'
 run build-tsan/tests/stress/stress_tests '*'
 run build-tsan/tests/batch/batch_tests 'BatchSeedTest.*:BatchStepTest.*'

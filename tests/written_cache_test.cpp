@@ -444,6 +444,9 @@ TEST(WrittenCacheMulti, StaleDocumentsInMultiDocumentCommits) {
       Transaction t;
       for (const auto& id : ids) t.Adjust(kC, id, {{"n", 1}});
       auto r = a.Commit(t);
+      // Taken before b reads below: b's reads may prove the staging record before a's
+      // finisher flips it, and the finisher then reads the record (a Get through `counting`).
+      const std::uint64_t gets = counting->counts().gets;
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       std::vector<std::uint64_t> want;
       for (const auto& id : ids) {
@@ -456,7 +459,7 @@ TEST(WrittenCacheMulti, StaleDocumentsInMultiDocumentCommits) {
       }
       if (round % 4 == 0 && stale == 0 && round > 0) {
         // Nothing stale after a flush: every image came from the cache.
-        EXPECT_EQ(counting->counts().gets, 0u);
+        EXPECT_EQ(gets, 0u);
       }
     }
     a.Flush();
@@ -465,8 +468,9 @@ TEST(WrittenCacheMulti, StaleDocumentsInMultiDocumentCommits) {
 }
 
 // Two failing actions, the first failing only on the real state (stale image says live), the
-// second failing on a read. Without the cache the first one's error is reported; with it the
-// second one's may be (the first is never re-decided). Both are true; nothing is written.
+// second failing on a read. The first one's error is reported, with the cache as without it:
+// once a later action fails, earlier ones evaluated on cached images are decided again on a
+// read. Nothing is written.
 TEST(WrittenCacheMulti, WhichErrorWhenSeveralActionsFail) {
   for (std::size_t budget : {std::size_t{0}, std::size_t{4} << 20}) {
     World w;
@@ -480,11 +484,7 @@ TEST(WrittenCacheMulti, WhichErrorWhenSeveralActionsFail) {
     Dump before = DumpStore(*w.mem, {kC});
     auto r = a.Commit(Transaction().Update(kC, "x", {{"a", 1}}).Insert(kC, "y", {{"n", 1}}));
     std::printf("[ precedence ] budget %zu: %s\n", budget, r.status().ToString().c_str());
-    ASSERT_TRUE(r.code() == Code::kDeleted || r.code() == Code::kConflict)
-        << r.status().ToString();
-    if (budget == 0) {
-      EXPECT_EQ(r.code(), Code::kDeleted);
-    }
+    EXPECT_EQ(r.code(), Code::kDeleted) << r.status().ToString();
     EXPECT_TRUE(SameDump(before, DumpStore(*w.mem, {kC})));
   }
 }
