@@ -47,7 +47,9 @@ bool FinishOne(const Env& env, const std::string& id, FinishJob::Doc& doc, Statu
     if (!retry.Next()) return false;
     auto r = env.store.Replace(doc.key, rev, doc.final);
     if (r.ok()) {
-      if (env.cache != nullptr) env.cache->Put(doc.key, std::move(doc.final), *r, doc.bytes, doc.ticket);
+      if (env.cache != nullptr) {
+        env.cache->Put(doc.key, std::move(doc.final), *r, doc.bytes, doc.ticket);
+      }
       return true;
     }
     last = r.status();
@@ -199,7 +201,9 @@ std::vector<bool> FinishTransactions(const Env& env, std::span<FinishJob* const>
       if (r.ok()) {
         // The batch is over: its op no longer refers to the image, which the cache takes.
         FinishJob::Doc& d = *docs[j];
-        if (env.cache != nullptr) env.cache->Put(d.key, std::move(d.final), *r, d.bytes, d.ticket);
+        if (env.cache != nullptr) {
+          env.cache->Put(d.key, std::move(d.final), *r, d.bytes, d.ticket);
+        }
         continue;
       }
       all[at[j]] = FinishOne(env, jobs[at[j]]->txn_id, *docs[j], r.status()) && all[at[j]];

@@ -68,16 +68,13 @@ std::uint64_t FirstVersion(std::int64_t now_ms) {
   return now_ms > 0 ? static_cast<std::uint64_t>(std::min(now_ms, kMaxMs)) * 1000 : 1;
 }
 
-Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
-                         const std::string& txn, std::uint32_t default_schema,
-                         std::uint64_t first_version, bool final_only) {
-  return Prepare(action, std::optional<StoredDocument>(current), txn, default_schema,
-                 first_version, final_only);
-}
+namespace {
 
-Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& current,
-                         const std::string& txn, std::uint32_t default_schema,
-                         std::uint64_t first_version, bool final_only) {
+// Prepare, which takes the body of `current` from *take (current's own value, or null: copied).
+Result<Prepared> PrepareFrom(const Action& action, const std::optional<StoredDocument>& current,
+                             json::object* take, const std::string& txn,
+                             std::uint32_t default_schema, std::uint64_t first_version,
+                             bool final_only) {
   Meta meta;
   Prior prior = Prior::kAbsent;
   if (current) {
@@ -126,17 +123,16 @@ Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& c
   if (meta.version > std::numeric_limits<std::uint64_t>::max() - 2) {
     return Status::FailedPrecondition(Where(action.key) + ": its version counter is exhausted");
   }
-  // The body is taken from `current` (owned here), not copied: only "_ltx" is dropped.
-  // (Boost.JSON's erase moves the last field into the gap, so the field order is kept only when
-  // "_ltx" is last, as the engine writes it; otherwise the body is copied in order.)
+  // Taken over, the body is not copied: only "_ltx" is dropped. (Boost.JSON's erase moves the
+  // last field into the gap, so the field order is kept only when "_ltx" is last, as the engine
+  // writes it; otherwise the body is copied in order.)
   json::object body;
   if (current && action.type != ActionType::kInsert) {
-    json::object& stored = current->value;
-    if (!stored.empty() && std::prev(stored.end())->key() == kMetaField) {
-      body = std::move(stored);
+    if (take != nullptr && !take->empty() && std::prev(take->end())->key() == kMetaField) {
+      body = std::move(*take);
       body.erase(std::prev(body.end()));
     } else {
-      body = UserFields(stored);
+      body = UserFields(current->value);
     }
   }
   Meta held;
@@ -216,6 +212,21 @@ Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& c
   p.final = Finished(p.held, held);
   AttachUndo(p.held, w);
   return p;
+}
+
+}  // namespace
+
+Result<Prepared> Prepare(const Action& action, const std::optional<StoredDocument>& current,
+                         const std::string& txn, std::uint32_t default_schema,
+                         std::uint64_t first_version, bool final_only) {
+  return PrepareFrom(action, current, nullptr, txn, default_schema, first_version, final_only);
+}
+
+Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& current,
+                         const std::string& txn, std::uint32_t default_schema,
+                         std::uint64_t first_version, bool final_only) {
+  json::object* take = current ? &current->value : nullptr;
+  return PrepareFrom(action, current, take, txn, default_schema, first_version, final_only);
 }
 
 std::int64_t HoldDeadline(const json::object& held) {
