@@ -3,6 +3,7 @@
 #include <spdlog/logger.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/coordinator.h"
 #include "engine/doc_cache.h"
@@ -79,28 +80,40 @@ const char* TxnOutcomeName(TxnOutcome outcome) {
 Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
   if (Status s = ValidateId(txn_id); !s.ok()) return s;
   engine::Env env{*store_, options_, *options_.clock, *options_.logger};
-  auto g = engine::GetWithRetry(env, Key{std::string(kTransactionsCollection), std::string(txn_id)});
-  if (!g.ok()) return g.status();
-  if (!g->has_value()) return TxnOutcome::kNotFound;
-  auto rec = engine::DecodeRecord((*g)->value);
-  if (!rec.ok()) return Status::Corruption("record of " + std::string(txn_id) + ": " + rec.status().message());
-  switch (rec->state) {
-    case engine::TxnState::kPending: return TxnOutcome::kPending;
-    case engine::TxnState::kCommitted: return TxnOutcome::kCommitted;
-    case engine::TxnState::kAborted: break;
-    case engine::TxnState::kStaging: {
-      // Committed if every document it lists is held by it: proven and recorded here.
-      auto proved = engine::ResolveStaging(env, std::string(txn_id), *rec, (*g)->revision,
-                                           /*fence=*/false, "outcome", env.clock.NowMillis());
-      if (!proved.ok()) return proved.status();
-      if (!proved->has_value()) return TxnOutcome::kPending;
+  const Key key{std::string(kTransactionsCollection), std::string(txn_id)};
+  // A proof that wrote nothing either met a document not held (pending) or lost to a write of
+  // the record meanwhile (its flip, a fallback, another resolver): the record, read again,
+  // tells which. Still staging at the revision the proof started from: pending.
+  std::optional<Revision> unproved;
+  constexpr int kRounds = 8;
+  for (int round = 1;; ++round) {
+    auto g = engine::GetWithRetry(env, key);
+    if (!g.ok()) return g.status();
+    if (!g->has_value()) return TxnOutcome::kNotFound;
+    auto rec = engine::DecodeRecord((*g)->value);
+    if (!rec.ok()) {
+      return Status::Corruption("record of " + std::string(txn_id) + ": " +
+                                rec.status().message());
+    }
+    switch (rec->state) {
+      case engine::TxnState::kPending: return TxnOutcome::kPending;
+      case engine::TxnState::kCommitted: return TxnOutcome::kCommitted;
+      case engine::TxnState::kAborted: return TxnOutcome::kAborted;
+      case engine::TxnState::kStaging: break;
+    }
+    if (unproved == (*g)->revision || round == kRounds) return TxnOutcome::kPending;
+    // Committed if every document it lists is held by it: proven and recorded here.
+    auto proved = engine::ResolveStaging(env, std::string(txn_id), *rec, (*g)->revision,
+                                         /*fence=*/false, "outcome", env.clock.NowMillis());
+    if (!proved.ok()) return proved.status();
+    if (proved->has_value()) {
       auto now = engine::DecodeRecord((**proved).value);
       if (!now.ok()) return now.status();
       return now->state == engine::TxnState::kCommitted ? TxnOutcome::kCommitted
                                                         : TxnOutcome::kPending;
     }
+    unproved = (*g)->revision;
   }
-  return TxnOutcome::kAborted;
 }
 
 Result<std::vector<TxnSummary>> Database::ListTransactions() {
