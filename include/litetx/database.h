@@ -2,7 +2,9 @@
 //
 // A Database runs transactions (the litesoft model) and reads documents. It owns
 // no data: everything lives in the Store, so any number of Database objects, in one process
-// or several, may share one store.
+// or several, may share one store. (It keeps copies of the documents it wrote last, bounded by
+// Options::written_cache_bytes, only to write them again without a read; a copy that another
+// writer made stale costs one failed compare-and-swap, never a wrong outcome.)
 //
 // Ownership: keeps the store (shared_ptr) and the Options' logger and clock alive. Owns its
 // background threads (lease renewal, the finisher); the destructor finishes the committed
