@@ -118,7 +118,8 @@ struct Options {
   // else wrote the document meanwhile, the compare-and-swap fails, nothing is written, and
   // the document is read and the action evaluated again, so outcomes are as without the cache,
   // and a stale image costs one failed write. Version checks (Transaction::Check) and reads
-  // never use it. Sized by the documents' JSON text. 0: no cache.
+  // never use it. Sized by the documents' JSON text (an image held in memory takes more than
+  // its text); an image larger than 1/16 of this is not kept. 0: no cache.
   std::size_t written_cache_bytes = std::size_t{4} << 20;
 };
 
