@@ -58,8 +58,7 @@ class DocCache {
   struct KeyHash {
     std::size_t operator()(const Key& k) const noexcept;
   };
-  struct Entry;
-  using Lru = std::list<Key>;  // most recently put first
+  using Lru = std::list<Key>;  // most recently used first
   // A key's latest ticket, with its image if one is kept. `bytes` counts the entry as a whole:
   // KeyBytes(key), plus the image's size when one is kept.
   struct Entry {
