@@ -1087,8 +1087,9 @@ void CommitRun::Finish() {
   }
   for (Slot& s : slots_) {
     if (!s.is_write()) continue;
-    job.docs.push_back({s.action->key, s.held_revision, std::move(s.prep.final), s.bytes,
-                         s.ticket});
+    // Committed: the held image is not needed any more, its body becomes the final one.
+    job.docs.push_back({s.action->key, s.held_revision,
+                        Finished(std::move(s.prep.held), s.prep.meta), s.bytes, s.ticket});
   }
   if (env_.finisher != nullptr && env_.finisher->Submit(job)) return;
   FinishTransaction(env_, job);

@@ -36,7 +36,7 @@ bool FinishOne(const Env& env, const std::string& id, FinishJob::Doc& doc, Statu
           return false;
         }
         if (m->txn != id) return true;  // finished (by us or by someone else)
-        doc.final = Finished((*g)->value, *m);
+        doc.final = Finished(std::move((*g)->value), *m);
         StampTombstoneTime(doc.final, env.clock.NowMillis());
         rev = (*g)->revision;
       }

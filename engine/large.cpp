@@ -67,7 +67,7 @@ Status SettleEntries(const Env& env, const std::string& txn_id, const Chunk& chu
       single.push_back(i);
       continue;
     }
-    const std::optional<StoredDocument>& doc = got[i].document;
+    std::optional<StoredDocument>& doc = got[i].document;
     if (!doc) {
       if (committed || e.existed) continue;  // nothing to finish; a Replace cannot land on nothing
       single.push_back(i);                   // the "gone" fence: ReverseDocument creates it
@@ -77,12 +77,13 @@ Status SettleEntries(const Env& env, const std::string& txn_id, const Chunk& chu
     if (!meta.ok()) return Status::Corruption(Where(e.key) + ": " + meta.status().message());
     if (meta->txn == txn_id) {
       json::object next;
+      // The read image is not needed any more: its body is taken over, not copied.
       if (committed) {
-        next = Finished(doc->value, *meta);
+        next = Finished(std::move(doc->value), *meta);
       } else {
         auto undo = UndoOf(e.key, doc->value);
         if (!undo.ok()) return undo.status();
-        next = Reversed(doc->value, *meta, *undo);
+        next = Reversed(std::move(doc->value), *meta, *undo);
       }
       StampTombstoneTime(next, now_ms);
       values.push_back(std::move(next));
@@ -447,20 +448,25 @@ Status LargeRun::OnActionFailure(const Item& item, const Status& why) {
 
 Status LargeRun::PrepareItem(Item& item, const std::optional<StoredDocument>& current,
                              Slot& slot) {
-  Action action = item.action;
-  if (action.type == ActionType::kInsert && item.put && current) {
-    // Put over a live document: an update setting every field of the row and removing the rest.
+  const Action* action = &item.action;
+  Action put;  // a put over a live document: an update setting every field of the row and
+               // removing the rest
+  if (action->type == ActionType::kInsert && item.put && current) {
     auto meta = DecodeMeta(current->value);
-    if (!meta.ok()) return Status::Corruption(Where(action.key) + ": " + meta.status().message());
+    if (!meta.ok()) return Status::Corruption(Where(action->key) + ": " + meta.status().message());
     if (meta->live()) {
-      action.type = ActionType::kUpdate;
-      for (const auto& kv : UserFields(current->value)) {
-        if (!action.fields.contains(kv.key())) action.unset.emplace_back(kv.key());
+      put = item.action;
+      put.type = ActionType::kUpdate;
+      for (const auto& kv : current->value) {
+        if (kv.key() != kMetaField && !put.fields.contains(kv.key())) {
+          put.unset.emplace_back(kv.key());
+        }
       }
-      action.schema_version.reset();
+      put.schema_version.reset();
+      action = &put;
     }
   }
-  auto p = Prepare(action, current, id_, env_.options.default_schema_version,
+  auto p = Prepare(*action, current, id_, env_.options.default_schema_version,
                    FirstVersion(env_.clock.NowMillis()));
   if (!p.ok()) return p.status();
   const std::size_t bytes = SerializedSize(p->held);

@@ -1,5 +1,8 @@
 #include "engine/meta.h"
 
+#include <iterator>
+#include <string_view>
+
 #include <boost/json.hpp>
 
 #include "litetx/document.h"
@@ -125,8 +128,59 @@ Result<Meta> DecodeMeta(const json::object& stored) {
   return meta;
 }
 
-void EncodeMeta(json::object& stored, const Meta& meta) {
-  json::object m;
+namespace {
+
+// The names EncodeMeta writes for `meta` without locks, in its order; returns their count.
+std::size_t MetaNames(const Meta& meta, std::string_view (&names)[8]) {
+  std::size_t n = 0;
+  names[n++] = "v";
+  names[n++] = "sv";
+  if (!meta.txn.empty()) names[n++] = "tx";
+  if (meta.deleting) names[n++] = "dlg";
+  if (meta.deleted) names[n++] = "del";
+  if (meta.gone) names[n++] = "gone";
+  if (!meta.last_writer.empty()) names[n++] = "lw";
+  if (meta.at_ms != 0) names[n++] = "at";
+  return n;
+}
+
+void SetString(json::value& v, const std::string& s) {
+  if (json::string* str = v.if_string()) {
+    str->assign(s.data(), s.size());  // keeps the buffer when it is large enough
+  } else {
+    v.emplace_string().assign(s.data(), s.size());
+  }
+}
+
+// Overwrites the values of `m` with `meta` if `m` has exactly the names EncodeMeta would write,
+// in its order (the common case: a document written again in the same state). No allocation.
+bool Refill(json::object& m, const Meta& meta) {
+  if (!meta.locks.empty()) return false;
+  std::string_view names[8];
+  const std::size_t n = MetaNames(meta, names);
+  if (m.size() != n) return false;
+  std::size_t i = 0;
+  for (const json::key_value_pair& kv : m) {
+    if (kv.key() != names[i++]) return false;
+  }
+  for (json::key_value_pair& kv : m) {
+    const std::string_view k = kv.key();
+    json::value& v = kv.value();
+    if (k == "v") v.emplace_uint64() = meta.version;
+    else if (k == "sv") v.emplace_uint64() = meta.schema_version;
+    else if (k == "tx") SetString(v, meta.txn);
+    else if (k == "lw") SetString(v, meta.last_writer);
+    else if (k == "at") v.emplace_int64() = meta.at_ms;
+    else v.emplace_bool() = true;  // dlg, del, gone: present only when set
+  }
+  return true;
+}
+
+// Clears `m` (keeping its table) and writes `meta` into it.
+void Rebuild(json::object& m, const Meta& meta) {
+  m.clear();
+  std::string_view names[8];
+  m.reserve(MetaNames(meta, names) + (meta.locks.empty() ? 0 : 1));
   m["v"] = meta.version;
   m["sv"] = meta.schema_version;
   if (!meta.txn.empty()) m["tx"] = meta.txn;
@@ -137,13 +191,31 @@ void EncodeMeta(json::object& stored, const Meta& meta) {
   if (meta.at_ms != 0) m["at"] = meta.at_ms;
   if (!meta.locks.empty()) {
     json::array lk;
+    lk.reserve(meta.locks.size());
     for (const LockEntry& e : meta.locks) {
       lk.push_back(json::object{{"o", e.owner}, {"m", e.write ? "w" : "r"},
                                 {"x", e.expires_ms}, {"p", e.priority_ms}});
     }
     m["lk"] = std::move(lk);
   }
-  stored[kMetaField] = std::move(m);
+}
+
+}  // namespace
+
+void EncodeMeta(json::object& stored, const Meta& meta, json::object reuse) {
+  json::value& slot = stored[kMetaField];
+  if (json::object* cur = slot.if_object()) reuse = std::move(*cur);
+  if (!Refill(reuse, meta)) Rebuild(reuse, meta);
+  slot = std::move(reuse);
+}
+
+json::object TakeMeta(json::object& stored) {
+  json::object meta;
+  if (stored.empty() || std::prev(stored.end())->key() != kMetaField) return meta;
+  auto last = std::prev(stored.end());
+  if (json::object* o = last->value().if_object()) meta = std::move(*o);
+  stored.erase(last);  // the last field: the others keep their order
+  return meta;
 }
 
 void StampTombstoneTime(json::object& stored, std::int64_t now_ms) {
@@ -162,9 +234,18 @@ json::object UserFields(const json::object& stored) {
   return out;
 }
 
-json::object MakeStored(json::object body, const Meta& meta) {
-  body.erase(kMetaField);
-  EncodeMeta(body, meta);
+json::object UserFields(json::object&& stored) {
+  TakeMeta(stored);
+  if (!stored.contains(kMetaField)) return std::move(stored);
+  return UserFields(static_cast<const json::object&>(stored));  // "_ltx" not last: keep the order
+}
+
+json::object MakeStored(json::object body, const Meta& meta, json::object reuse) {
+  if (json::object taken = TakeMeta(body); !taken.empty() || reuse.empty()) {
+    reuse = std::move(taken);
+  }
+  body.erase(kMetaField);  // not last (never so in what the engine writes)
+  EncodeMeta(body, meta, std::move(reuse));
   return body;
 }
 

@@ -55,13 +55,24 @@ Result<Meta> DecodeMeta(const boost::json::object& stored);
 // it became one ("at"); the collector purges it once the tombstone retention has passed.
 void StampTombstoneTime(boost::json::object& stored, std::int64_t now_ms);
 
-// Writes `meta` into `stored["_ltx"]`, replacing what was there.
-void EncodeMeta(boost::json::object& stored, const Meta& meta);
+// Writes `meta` into `stored["_ltx"]`, replacing what was there (appended if absent). The
+// object already there, or else `reuse`, is written over: when its names are the ones `meta`
+// needs, in the same order, only the values change and nothing is allocated.
+void EncodeMeta(boost::json::object& stored, const Meta& meta, boost::json::object reuse = {});
 
-// The user fields of a stored document (everything but "_ltx").
+// If "_ltx" is the last field of `stored` (as the engine writes it: erasing the last field keeps
+// the others' order), erases it and returns its object (empty if it was not an object).
+// Otherwise returns an empty object and leaves `stored` as it was.
+boost::json::object TakeMeta(boost::json::object& stored);
+
+// The user fields of a stored document (everything but "_ltx"), in their order. The rvalue
+// form takes `stored` over instead of copying it.
 boost::json::object UserFields(const boost::json::object& stored);
+boost::json::object UserFields(boost::json::object&& stored);
 
-// A stored document made of `body` (user fields only) and `meta`.
-boost::json::object MakeStored(boost::json::object body, const Meta& meta);
+// A stored document made of `body` (its "_ltx", if any, is replaced) and `meta`. `reuse`: an
+// earlier "_ltx" object whose memory EncodeMeta may write over (see EncodeMeta).
+boost::json::object MakeStored(boost::json::object body, const Meta& meta,
+                               boost::json::object reuse = {});
 
 }  // namespace litetx::engine

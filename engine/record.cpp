@@ -128,6 +128,7 @@ const WorkAction* TxnRecord::Find(const Key& key) const {
 
 json::object EncodeRecord(const TxnRecord& r) {
   json::object o;
+  o.reserve(11);
   o["state"] = TxnStateName(r.state);
   o["created"] = r.created_ms;
   o["gc_at"] = r.gc_at_ms;
@@ -146,6 +147,7 @@ json::object EncodeRecord(const TxnRecord& r) {
   actions.reserve(r.actions.size());
   for (const auto& a : r.actions) {
     json::object e;
+    e.reserve(12);
     e["op"] = ActionTypeName(a.type);
     e["c"] = a.key.collection;
     e["id"] = a.key.id;

@@ -207,7 +207,7 @@ Status TxnContext::Impl::Apply(Action action) {
   if (!e.ok()) return e.status();
   Entry& entry = **e;
   auto p = engine::Prepare(action, entry.image, id, env.options.default_schema_version,
-                           engine::FirstVersion(env.clock.NowMillis()));
+                           engine::FirstVersion(env.clock.NowMillis()), /*final_only=*/true);
   if (!p.ok()) {
     // Against the committed state this attempt read: re-running would meet it again.
     if (p.code() == Code::kConflict) pinned_conflict = true;
@@ -223,7 +223,7 @@ Status TxnContext::Impl::Apply(Action action) {
   if (meta->deleted) {
     entry.image = StoredDocument{engine::MakeStored(json::object{}, *meta), 0};
   } else {
-    entry.image = StoredDocument{engine::MakeStored(engine::UserFields(p->final), *meta), 0};
+    entry.image = StoredDocument{engine::MakeStored(std::move(p->final), *meta), 0};
   }
   if (++entry.writes == 1) {
     entry.single = std::move(action);

@@ -49,6 +49,7 @@ Result<json::value> AddNumbers(const json::value& a, const json::value& b, const
 // Stores `w`'s reversing data in the held image (see UndoOf).
 void AttachUndo(json::object& held, const WorkAction& w) {
   json::object u;
+  u.reserve(5);
   u["p"] = PriorName(w.prior);
   u["pv"] = w.prior_version;
   u["psv"] = w.prior_schema;
@@ -127,10 +128,11 @@ Result<Prepared> PrepareFrom(const Action& action, const std::optional<StoredDoc
   // last field into the gap, so the field order is kept only when "_ltx" is last, as the engine
   // writes it; otherwise the body is copied in order.)
   json::object body;
+  json::object old_meta;  // the taken-over "_ltx": the new one is written over its memory
   if (current && action.type != ActionType::kInsert) {
     if (take != nullptr && !take->empty() && std::prev(take->end())->key() == kMetaField) {
       body = std::move(*take);
-      body.erase(std::prev(body.end()));
+      old_meta = TakeMeta(body);
     } else {
       body = UserFields(current->value);
     }
@@ -204,12 +206,12 @@ Result<Prepared> PrepareFrom(const Action& action, const std::optional<StoredDoc
       m.version = p.final_version;
       body = json::object{};
     }
-    p.final = MakeStored(std::move(body), m);
+    p.final = MakeStored(std::move(body), m, std::move(old_meta));
     p.work = WorkAction{};
     return p;
   }
-  p.held = MakeStored(std::move(body), held);
-  p.final = Finished(p.held, held);
+  p.held = MakeStored(std::move(body), held, std::move(old_meta));
+  p.meta = std::move(held);
   AttachUndo(p.held, w);
   return p;
 }
@@ -287,42 +289,77 @@ Result<WorkAction> UndoOf(const Key& key, const json::object& held) {
   return w;
 }
 
-json::object Finished(const json::object& held, const Meta& meta) {
+namespace {
+
+// The metadata of Finished.
+Meta FinishedMeta(const Meta& meta) {
   Meta m = meta;
   m.txn.clear();
   if (meta.deleting) {
     m.deleting = false;
     m.deleted = true;
     m.version = meta.version + 1;
-    return MakeStored(json::object{}, m);
   }
-  return MakeStored(UserFields(held), m);
+  return m;
 }
 
-json::object Reversed(const json::object& held, const Meta& meta, const WorkAction& work) {
+// The metadata of Reversed; sets *keep_body if the body stays (with `work`'s restores).
+Meta ReversedMeta(const Meta& meta, const WorkAction& work, bool* keep_body) {
   Meta m;
   m.version = meta.version + 1;
   m.schema_version = work.prior_schema;
-  switch (work.type) {
-    case ActionType::kInsert:
-      if (work.prior == Prior::kDeleted) {
-        m.deleted = true;
-      } else {
-        m.gone = true;
-      }
-      return MakeStored(json::object{}, m);
-    case ActionType::kUpdate:
-    case ActionType::kAdjust: {
-      json::object body = UserFields(held);
-      for (const auto& f : work.remove) body.erase(f);
-      for (const auto& kv : work.restore) body[kv.key()] = kv.value();
-      return MakeStored(std::move(body), m);
+  *keep_body = true;
+  if (work.type == ActionType::kInsert) {
+    *keep_body = false;
+    if (work.prior == Prior::kDeleted) {
+      m.deleted = true;
+    } else {
+      m.gone = true;
     }
-    case ActionType::kDelete:
-    case ActionType::kCheck:
-      break;
   }
+  return m;
+}
+
+// `body` (user fields, or a held image) with `work`'s removed fields erased and restored ones
+// written back, when `work` is an update or adjust.
+void Restore(json::object& body, const WorkAction& work) {
+  if (work.type != ActionType::kUpdate && work.type != ActionType::kAdjust) return;
+  for (const auto& f : work.remove) body.erase(f);
+  for (const auto& kv : work.restore) body[kv.key()] = kv.value();
+}
+
+}  // namespace
+
+json::object Finished(const json::object& held, const Meta& meta) {
+  const Meta m = FinishedMeta(meta);
+  if (meta.deleting) return MakeStored(json::object{}, m);
   return MakeStored(UserFields(held), m);
+}
+
+json::object Finished(json::object&& held, const Meta& meta) {
+  const Meta m = FinishedMeta(meta);
+  json::object reuse = TakeMeta(held);
+  if (meta.deleting) return MakeStored(json::object{}, m, std::move(reuse));
+  return MakeStored(UserFields(std::move(held)), m, std::move(reuse));
+}
+
+json::object Reversed(const json::object& held, const Meta& meta, const WorkAction& work) {
+  bool keep_body = true;
+  const Meta m = ReversedMeta(meta, work, &keep_body);
+  if (!keep_body) return MakeStored(json::object{}, m);
+  json::object body = UserFields(held);
+  Restore(body, work);
+  return MakeStored(std::move(body), m);
+}
+
+json::object Reversed(json::object&& held, const Meta& meta, const WorkAction& work) {
+  bool keep_body = true;
+  const Meta m = ReversedMeta(meta, work, &keep_body);
+  json::object reuse = TakeMeta(held);
+  if (!keep_body) return MakeStored(json::object{}, m, std::move(reuse));
+  json::object body = UserFields(std::move(held));
+  Restore(body, work);
+  return MakeStored(std::move(body), m, std::move(reuse));
 }
 
 ReadResult PreImage(const json::object& held, const WorkAction& work) {

@@ -23,8 +23,10 @@ namespace litetx::engine {
 struct Prepared {
   WorkAction work;             // the worklist entry (write actions only)
   boost::json::object held;    // the document as written by the apply step, held by `txn`
-  boost::json::object final;   // the document after the commit (reference cleared,
-                               // deletes as tombstones); used directly by the one-write path
+  boost::json::object final;   // final_only: the document after the commit (reference
+                               // cleared, deletes as tombstones), written by the one-write
+                               // path. Otherwise empty: Finished(held, meta) makes it.
+  Meta meta;                   // not final_only: `held`'s metadata (without the undo data)
   std::uint64_t final_version = 0;
 };
 
@@ -58,11 +60,16 @@ Result<Prepared> Prepare(const Action& action, std::optional<StoredDocument>&& c
 // The committed form of a document held by its transaction: reference cleared; a pending
 // delete becomes a tombstone (body cleared, version + 1).
 boost::json::object Finished(const boost::json::object& held, const Meta& meta);
+// The same, taking `held` over (moved from): its body is not copied.
+boost::json::object Finished(boost::json::object&& held, const Meta& meta);
 
 // The rolled-back form of a document still held by the transaction of `work`: the touched
 // fields restored, the deleting flag cleared, an insert turned back into a placeholder or
 // tombstone; always with version + 1 and no reference.
 boost::json::object Reversed(const boost::json::object& held, const Meta& meta,
+                             const WorkAction& work);
+// The same, taking `held` over (moved from): its body is not copied.
+boost::json::object Reversed(boost::json::object&& held, const Meta& meta,
                              const WorkAction& work);
 
 // The reversing data of one document's hold, rebuilt from the document alone: the held image

@@ -1,7 +1,9 @@
 #include "litetx/lmdb_store.h"
 
 #include <lmdb.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -789,7 +792,102 @@ bool EncodeValue(const json::object& value, std::size_t max_bytes, std::string* 
 
 }  // namespace
 
+namespace {
+
+// Counts an operation towards LmdbOptions::max_mapped_bytes when it ends (however it ends).
+template <typename F>
+struct CountOnExit {
+  F done;
+  ~CountOnExit() { done(); }
+};
+template <typename F>
+CountOnExit(F) -> CountOnExit<F>;
+
+}  // namespace
+
+namespace {
+
+// The bytes of this process's resident set that map files (the "shared" field of
+// /proc/self/statm: file-backed and shared pages); 0 if it cannot be read.
+std::uint64_t MappedResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+  std::fclose(f);
+  if (n != 3) return 0;
+  return static_cast<std::uint64_t>(shared) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+void LmdbStore::CountOperations(std::size_t ops) {
+  const std::uint64_t limit = options_.max_mapped_bytes;
+  if (limit == 0 || ops == 0) return;
+  // The resident set is looked at every kEvery operations (a batch counts its operations).
+  constexpr std::uint64_t kEvery = 64;
+  const std::uint64_t before = operations_.fetch_add(ops, std::memory_order_relaxed);
+  if (before / kEvery == (before + ops) / kEvery) return;
+  if (MappedResidentBytes() <= limit) return;
+  (void)ReleaseMappedPages();  // a failure only leaves the pages mapped
+}
+
+namespace {
+
+// The address ranges [begin, end) where this process maps the file with device `dev` and
+// inode `ino`, from /proc/self/maps (LMDB does not tell where its map is unless it is fixed).
+std::vector<std::pair<std::uintptr_t, std::uintptr_t>> MappedRanges(dev_t dev, ino_t ino) {
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long begin = 0, end = 0, offset = 0, inode = 0;
+    unsigned int major_no = 0, minor_no = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &begin, &end, perms, &offset,
+                    &major_no, &minor_no, &inode) != 7) {
+      continue;
+    }
+    if (inode == static_cast<unsigned long long>(ino) && major_no == major(dev) &&
+        minor_no == minor(dev) && end > begin) {
+      out.emplace_back(static_cast<std::uintptr_t>(begin), static_cast<std::uintptr_t>(end));
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+
+Status LmdbStore::ReleaseMappedPages() try {
+  // The shared lock keeps the map where it is: a resize (which moves it) needs it exclusively.
+  auto lock = env_->Enter();
+  if (env_->broken.load()) return env_->Broken();
+  struct stat st {};
+  const std::string data_path = (std::filesystem::path(env_->path) / "data.mdb").string();
+  if (::stat(data_path.c_str(), &st) != 0) {
+    const int err = errno;
+    return Status::Unavailable("lmdb " + Quoted(env_->path) + ": stat data.mdb: " +
+                               std::strerror(err));
+  }
+  // The map is the file's shared, read-only mapping (no MDB_WRITEMAP): dropping its pages
+  // loses nothing, and a reader inside a page maps the same bytes again (LMDB never rewrites
+  // a page an open read transaction can see). Only mappings of this very file are touched.
+  for (const auto& [begin, end] : MappedRanges(st.st_dev, st.st_ino)) {
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
+      const int err = errno;
+      return Status::Unavailable("lmdb " + Quoted(env_->path) + ": madvise: " +
+                                 std::strerror(err));
+    }
+  }
+  return Status::Ok();
+} catch (const std::exception& e) {
+  return Status::Unavailable(std::string("lmdb: release mapped pages: ") + e.what());
+}
+
 Result<std::optional<StoredDocument>> LmdbStore::Get(const Key& key) try {
+  CountOnExit count{[this] { CountOperations(1); }};
   using Out = std::optional<StoredDocument>;
   if (!KeyProblem(key, env_->max_key).empty()) return Out{};  // such a key cannot exist
   std::string k = EncodeKey(key);
@@ -880,6 +978,7 @@ Status LmdbStore::Erase(const Key& key, Revision expected) {
 }
 
 std::vector<BatchResult> LmdbStore::Batch(std::span<const BatchOp> ops) {
+  CountOnExit count{[this, n = ops.size()] { CountOperations(n); }};
   std::vector<BatchResult> out(ops.size());
   try {
     const bool writes =
@@ -952,6 +1051,7 @@ std::uint64_t LmdbStore::write_transactions() const { return env_->commits.load(
 
 Result<ScanPage> LmdbStore::Scan(std::string_view collection, std::string_view cursor,
                                  std::size_t limit) try {
+  CountOnExit count{[this] { CountOperations(1); }};
   if (limit == 0) return Status::InvalidArgument("lmdb: scan: limit must be positive");
   if (collection.find('\0') != std::string_view::npos) return ScanPage{};  // cannot exist
   std::string prefix(collection);

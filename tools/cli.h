@@ -81,6 +81,9 @@ struct Context {
   std::string log_level = "warn";
   // --sync: LMDB durability for this process: durable, nometasync, nosync.
   std::string lmdb_sync = "durable";
+  // LmdbOptions::max_mapped_bytes for the store OpenStore opens: set by commands that go
+  // through a large database once (import), 0 otherwise.
+  std::size_t lmdb_max_mapped_bytes = 0;
   // Set by the chosen subcommand's callback; returns the exit code.
   std::function<int()> run;
 };

@@ -543,6 +543,7 @@ std::shared_ptr<Store> Open(const Context& ctx, bool create_if_missing, int* exi
     if (path.empty()) path = kDefaultLmdbPath;
     LmdbOptions lo;
     lo.create_if_missing = create_if_missing;
+    lo.max_mapped_bytes = ctx.lmdb_max_mapped_bytes;
     if (ctx.lmdb_sync == "nometasync") lo.durability = LmdbDurability::kNoMetaSync;
     if (ctx.lmdb_sync == "nosync") lo.durability = LmdbDurability::kNoSync;
     auto opened = LmdbStore::Open(path, lo);

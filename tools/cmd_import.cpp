@@ -60,6 +60,11 @@
 
 namespace litetx::cli {
 namespace {
+
+// On LMDB, the pages an import reads stay mapped in the process and would show as an RSS the
+// size of the database file: they are handed back to the kernel once more than 64 MiB of
+// mapped files are resident (LmdbOptions::max_mapped_bytes).
+constexpr std::size_t kMaxMappedBytes = std::size_t{64} << 20;
 namespace json = boost::json;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -336,6 +341,7 @@ int RunImport(Context& ctx, const ImportArgs& args, bool file_given) {
 
   CatchSignals();  // before OpenStore and the Database start any thread
   int code = kExitOk;
+  ctx.lmdb_max_mapped_bytes = kMaxMappedBytes;
   auto store = OpenStore(ctx, &code);
   if (!store) return code;
   if (Interrupted() != 0) {
@@ -443,6 +449,7 @@ int RunBench(Context& ctx, const ImportArgs& args, bool file_given) {
   if (!OpenInput(path, &size, &why)) return Fail(kExitUsage, "cannot read " + path + ": " + why);
 
   int code = kExitOk;
+  ctx.lmdb_max_mapped_bytes = kMaxMappedBytes;
   auto store = OpenStore(ctx, &code);
   if (!store) return code;
   Options engine = EngineOptions(ctx);

@@ -43,6 +43,7 @@
 // parent's environment is left untouched in the child, never closed there).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -89,6 +90,17 @@ struct LmdbOptions {
   // Create `path` (and its parents) if it does not exist. When false, Open fails with
   // kInvalidArgument unless `path` already holds an LMDB database (data.mdb).
   bool create_if_missing = true;
+  // LMDB reads through a memory map of the database file, so every page this process has
+  // touched stays mapped and counts in its resident set (RSS) until the kernel needs the
+  // memory: a process that goes through a large database once (an import, a full scan) shows
+  // an RSS the size of the file, although those pages are the kernel's file cache, not memory
+  // it holds. When this is non-zero, every 64 operations of this store object (a batch counts
+  // its operations) look at the process's resident file-backed pages (/proc/self/statm, all
+  // mapped files together) and, above this many bytes, call ReleaseMappedPages. A page used
+  // again afterwards is mapped again from the file cache (a minor page fault, no disk read).
+  // The RSS can exceed the limit by what one batch maps. 0: no limit (the default;
+  // ReleaseMappedPages can still be called).
+  std::size_t max_mapped_bytes = 0;
 };
 
 class LmdbStore final : public Store {
@@ -165,6 +177,13 @@ class LmdbStore final : public Store {
   // kUnavailable on an I/O error.
   Status Sync();
 
+  // Unmaps from this process the pages of the database file it has mapped (madvise
+  // MADV_DONTNEED on the memory map), shared by the stores of this process on this directory:
+  // they leave its resident set; the data stays in the file and in the kernel's page cache,
+  // and the next access maps a page again. Safe at any time, concurrently with any operation.
+  // OK, or kUnavailable if the map is gone (a failed resize) or madvise failed.
+  Status ReleaseMappedPages();
+
   // The directory given to Open.
   const std::string& path() const;
   // This process's current memory map size in bytes (grows as the database grows). For tests
@@ -178,9 +197,13 @@ class LmdbStore final : public Store {
  private:
   LmdbStore(std::shared_ptr<Env> env, std::string path, LmdbOptions options);
 
+  // Counts `ops` operations towards the next look at LmdbOptions::max_mapped_bytes.
+  void CountOperations(std::size_t ops);
+
   std::shared_ptr<Env> env_;
   std::string path_;
   LmdbOptions options_;
+  std::atomic<std::uint64_t> operations_{0};  // counted for max_mapped_bytes
 };
 
 }  // namespace litetx

@@ -151,10 +151,14 @@ class Toucher {
   void Touch() { Enqueue(kTouch); }
   bool TouchNow() { return EnqueueAndWait(kTouchNow); }
   bool Hold() { return EnqueueAndWait(kHold); }
+  // Lets a held lock go, and waits (up to 10 s) until the transaction holding it has ended, so
+  // that the caller's retry does not race the toucher's thread for it (on a loaded machine
+  // that thread may not run before all retries, which take no real time, are spent).
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     released_ = true;
     cv_.notify_all();
+    cv_.wait_for(lock, 10s, [&] { return !holding_ || stop_; });
   }
   std::uint64_t committed() const { return committed_; }
   std::uint64_t failed() const { return failed_; }
@@ -208,6 +212,10 @@ class Toucher {
               if (Status s = tx.Lock("stats", "counter", litetx::LockMode::kWrite); !s.ok()) return s;
               held = true;
               ++holds_;
+              {
+                std::lock_guard<std::mutex> lock(mu_);
+                holding_ = true;
+              }
               Serve(req.second, true);
               std::unique_lock<std::mutex> lock(mu_);
               cv_.wait_for(lock, 10s, [&] { return released_; });
@@ -226,6 +234,11 @@ class Toucher {
         ++failed_;
       }
       if (!held) Serve(req.second, r.ok());
+      if (held) {
+        std::lock_guard<std::mutex> lock(mu_);
+        holding_ = false;  // the lock is gone with the transaction
+        cv_.notify_all();
+      }
     }
   }
 
@@ -239,6 +252,7 @@ class Toucher {
   std::map<std::uint64_t, bool> served_;
   std::uint64_t next_id_ = 0;
   bool released_ = true;
+  bool holding_ = false;  // a kHold request's transaction holds the lock (guarded by mu_)
   bool stop_ = false;
   std::thread thread_;  // last: started once the rest is built
 };
