@@ -744,8 +744,26 @@ Result<std::shared_ptr<LmdbStore>> LmdbStore::Open(const std::string& path,
   return Status::Unavailable("lmdb: cannot open " + Quoted(path) + ": " + e.what());
 }
 
+namespace {
+
+// The bytes of this process's resident set that map files (the "shared" field of
+// /proc/self/statm: file-backed and shared pages); 0 if it cannot be read.
+std::uint64_t MappedResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+  std::fclose(f);
+  if (n != 3) return 0;
+  return static_cast<std::uint64_t>(shared) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
 LmdbStore::LmdbStore(std::shared_ptr<Env> env, std::string path, LmdbOptions options)
-    : env_(std::move(env)), path_(std::move(path)), options_(options) {}
+    : env_(std::move(env)), path_(std::move(path)), options_(options) {
+  if (options_.max_mapped_bytes != 0) mapped_floor_.store(MappedResidentBytes());
+}
 
 LmdbStore::~LmdbStore() = default;
 
@@ -805,22 +823,6 @@ CountOnExit(F) -> CountOnExit<F>;
 
 }  // namespace
 
-namespace {
-
-// The bytes of this process's resident set that map files (the "shared" field of
-// /proc/self/statm: file-backed and shared pages); 0 if it cannot be read.
-std::uint64_t MappedResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0, shared = 0;
-  const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
-  std::fclose(f);
-  if (n != 3) return 0;
-  return static_cast<std::uint64_t>(shared) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-}  // namespace
-
 void LmdbStore::CountOperations(std::size_t ops) {
   const std::uint64_t limit = options_.max_mapped_bytes;
   if (limit == 0 || ops == 0) return;
@@ -828,15 +830,23 @@ void LmdbStore::CountOperations(std::size_t ops) {
   constexpr std::uint64_t kEvery = 64;
   const std::uint64_t before = operations_.fetch_add(ops, std::memory_order_relaxed);
   if (before / kEvery == (before + ops) / kEvery) return;
-  if (MappedResidentBytes() <= limit) return;
+  // Measured from what was mapped right after the last release (or the open): the program's
+  // own files (its executable, its libraries) count in the "shared" figure too.
+  const std::uint64_t now = MappedResidentBytes();
+  if (now <= mapped_floor_.load(std::memory_order_relaxed) + limit) return;
   (void)ReleaseMappedPages();  // a failure only leaves the pages mapped
+  mapped_floor_.store(MappedResidentBytes(), std::memory_order_relaxed);
 }
 
 namespace {
 
-// The address ranges [begin, end) where this process maps the file with device `dev` and
-// inode `ino`, from /proc/self/maps (LMDB does not tell where its map is unless it is fixed).
-std::vector<std::pair<std::uintptr_t, std::uintptr_t>> MappedRanges(dev_t dev, ino_t ino) {
+// The address ranges [begin, end) where this process maps the file `path` (device `dev`,
+// inode `ino`) shared, from /proc/self/maps (LMDB does not tell where its map is unless it is
+// fixed). A mapping is the file's if its device and inode match or, where the two device
+// numbers differ (btrfs subvolumes, some overlay filesystems), its inode and path do. Private
+// mappings are left alone: dropping their pages could drop someone's changes.
+std::vector<std::pair<std::uintptr_t, std::uintptr_t>> MappedRanges(const std::string& path,
+                                                                     dev_t dev, ino_t ino) {
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
   std::FILE* f = std::fopen("/proc/self/maps", "r");
   if (f == nullptr) return out;
@@ -845,12 +855,17 @@ std::vector<std::pair<std::uintptr_t, std::uintptr_t>> MappedRanges(dev_t dev, i
     unsigned long long begin = 0, end = 0, offset = 0, inode = 0;
     unsigned int major_no = 0, minor_no = 0;
     char perms[8] = {};
-    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &begin, &end, perms, &offset,
-                    &major_no, &minor_no, &inode) != 7) {
+    int consumed = 0;
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &begin, &end, perms, &offset,
+                    &major_no, &minor_no, &inode, &consumed) != 7) {
       continue;
     }
-    if (inode == static_cast<unsigned long long>(ino) && major_no == major(dev) &&
-        minor_no == minor(dev) && end > begin) {
+    if (inode != static_cast<unsigned long long>(ino) || end <= begin || perms[3] != 's') {
+      continue;
+    }
+    std::string_view name(line + consumed);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.remove_suffix(1);
+    if ((major_no == major(dev) && minor_no == minor(dev)) || name == path) {
       out.emplace_back(static_cast<std::uintptr_t>(begin), static_cast<std::uintptr_t>(end));
     }
   }
@@ -874,7 +889,9 @@ Status LmdbStore::ReleaseMappedPages() try {
   // The map is the file's shared, read-only mapping (no MDB_WRITEMAP): dropping its pages
   // loses nothing, and a reader inside a page maps the same bytes again (LMDB never rewrites
   // a page an open read transaction can see). Only mappings of this very file are touched.
-  for (const auto& [begin, end] : MappedRanges(st.st_dev, st.st_ino)) {
+  std::error_code ec;
+  const std::string canonical = std::filesystem::weakly_canonical(data_path, ec).string();
+  for (const auto& [begin, end] : MappedRanges(ec ? data_path : canonical, st.st_dev, st.st_ino)) {
     if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
       const int err = errno;
       return Status::Unavailable("lmdb " + Quoted(env_->path) + ": madvise: " +

@@ -96,9 +96,10 @@ struct LmdbOptions {
   // an RSS the size of the file, although those pages are the kernel's file cache, not memory
   // it holds. When this is non-zero, every 64 operations of this store object (a batch counts
   // its operations) look at the process's resident file-backed pages (/proc/self/statm, all
-  // mapped files together) and, above this many bytes, call ReleaseMappedPages. A page used
-  // again afterwards is mapped again from the file cache (a minor page fault, no disk read).
-  // The RSS can exceed the limit by what one batch maps. 0: no limit (the default;
+  // mapped files together) and, once they have grown by more than this many bytes since the
+  // store was opened or last released them, call ReleaseMappedPages. A page used again
+  // afterwards is mapped again from the file cache (a minor page fault, no disk read). The RSS
+  // can exceed the limit by what one batch maps. 0: no limit (the default;
   // ReleaseMappedPages can still be called).
   std::size_t max_mapped_bytes = 0;
 };
@@ -178,7 +179,8 @@ class LmdbStore final : public Store {
   Status Sync();
 
   // Unmaps from this process the pages of the database file it has mapped (madvise
-  // MADV_DONTNEED on the memory map), shared by the stores of this process on this directory:
+  // MADV_DONTNEED on each shared mapping of data.mdb that /proc/self/maps lists: LMDB's map,
+  // shared by the stores of this process on this directory):
   // they leave its resident set; the data stays in the file and in the kernel's page cache,
   // and the next access maps a page again. Safe at any time, concurrently with any operation.
   // OK, or kUnavailable if the map is gone (a failed resize) or madvise failed.
@@ -203,7 +205,8 @@ class LmdbStore final : public Store {
   std::shared_ptr<Env> env_;
   std::string path_;
   LmdbOptions options_;
-  std::atomic<std::uint64_t> operations_{0};  // counted for max_mapped_bytes
+  std::atomic<std::uint64_t> operations_{0};    // counted for max_mapped_bytes
+  std::atomic<std::uint64_t> mapped_floor_{0};  // mapped bytes after the last release
 };
 
 }  // namespace litetx
