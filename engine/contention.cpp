@@ -2,6 +2,7 @@
 
 #include "engine/finisher.h"
 #include "engine/record.h"
+#include "engine/outcomes.h"
 #include "engine/repair.h"
 #include "litetx/document.h"
 
@@ -30,7 +31,7 @@ Result<Blocker> LookAtHolder(const Env& env, const Key& key, const std::string& 
     return b;
   }
   const Key record_key{std::string(kTransactionsCollection), holder};
-  auto rg = GetWithRetry(env, record_key);
+  auto rg = GetRecordDoc(env, holder);
   if (!rg.ok()) return rg.status();
   const std::int64_t now = env.clock.NowMillis();
   Result<TxnRecord> rec = Status::NotFound("");

@@ -17,6 +17,7 @@
 #include "engine/json_text.h"
 #include "engine/lease_keeper.h"
 #include "engine/meta.h"
+#include "engine/outcomes.h"
 #include "engine/record.h"
 #include "engine/repair.h"
 #include "engine/validate.h"
@@ -456,7 +457,7 @@ Status CommitRun::WriteRecord() {
     // The create may have landed. Adopt the record only if it is byte for byte the pending
     // record written here: in the meantime a collector may have claimed it (or settled and
     // even purged it), and a record someone else has written is never taken back.
-    auto g = GetWithRetry(env_, record_key_);
+    auto g = GetRecordDoc(env_, id_);
     if (!g.ok()) {
       return Status::Unavailable("could not write the transaction record: reply lost");
     }
@@ -555,7 +556,7 @@ Result<CommitInfo> CommitRun::ParallelCommit() {
     // while the batch was landing, and a fence placeholder is erased after the tombstone
     // retention, after which a late apply could land on it. The record tells: still staging at
     // the revision its create left means nobody resolved it, so every reply stands.
-    auto g = GetWithRetry(env_, record_key_);
+    auto g = GetRecordDoc(env_, id_);
     if (!g.ok()) return Status::Unknown("the transaction record could not be read after a late "
                                         "batch: " + g.status().ToString());
     if (!g->has_value() || (**g).revision != record_revision_) {
@@ -620,7 +621,7 @@ Status CommitRun::SettleStagingRecord(Result<Revision> first, json::object value
                           : r.status();
     }
     maybe_landed = maybe_landed || r.code() == Code::kUnknown;
-    auto g = GetWithRetry(env_, record_key_);
+    auto g = GetRecordDoc(env_, id_);
     if (!g.ok()) {
       return maybe_landed ? Status::Unknown("transaction record write reply lost and unresolved")
                           : Status::Unavailable("could not read the transaction record");
@@ -713,7 +714,7 @@ Status CommitRun::FallBackToPending() {
       return r.status();
     }
     if (r.code() != Code::kUnavailable) {
-      auto g = GetWithRetry(env_, record_key_);
+      auto g = GetRecordDoc(env_, id_);
       if (!g.ok()) return g.status();
       if (!g->has_value()) {
         // Resolved (committed or aborted: a resolver proves it or fences it), settled and
@@ -826,7 +827,7 @@ Status CommitRun::ReplaceRecord(const std::function<bool(TxnRecord&)>& change, b
         return r.status();
       }
       if (r.code() == Code::kUnknown) in_doubt_.push_back(value);
-      auto g = GetWithRetry(env_, record_key_);
+      auto g = GetRecordDoc(env_, id_);
       if (!g.ok()) return g.status();
       if (!g->has_value()) {
         return Status::Aborted("transaction " + id_ + " was rolled back by a collector");
@@ -1030,7 +1031,7 @@ Status CommitRun::FlipToCommitted() {
     }
     maybe_landed = maybe_landed || r.code() == Code::kUnknown;
     // Learn what the record says now.
-    auto g = GetWithRetry(env_, record_key_);
+    auto g = GetRecordDoc(env_, id_);
     Result<TxnRecord> rec = Status::NotFound("");
     if (g.ok() && g->has_value()) rec = DecodeRecord((*g)->value);
     if (rec.ok() && rec->state == TxnState::kCommitted) {
@@ -1154,7 +1155,7 @@ bool CommitRun::MarkAborted(Retry& retry) {
       return true;
     }
     if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
-      auto g = env_.store.Get(record_key_);
+      auto g = GetRecordDoc(env_, id_);
       if (g.ok() && !g->has_value()) {  // a collector finished the rollback
         claimed_by_ = "a collector";
         record_settled_ = true;

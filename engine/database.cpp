@@ -11,6 +11,7 @@
 #include "engine/finisher.h"
 #include "engine/lease_keeper.h"
 #include "engine/reads.h"
+#include "engine/outcomes.h"
 #include "engine/record.h"
 #include "engine/repair.h"
 
@@ -89,13 +90,26 @@ Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
   for (int round = 1;; ++round) {
     auto g = engine::GetWithRetry(env, key);
     if (!g.ok()) return g.status();
-    if (!g->has_value()) return TxnOutcome::kNotFound;
-    auto rec = engine::DecodeRecord((*g)->value);
-    if (!rec.ok()) {
-      return Status::Corruption("record of " + std::string(txn_id) + ": " +
-                                rec.status().message());
+    std::optional<Result<engine::TxnRecord>> rec;
+    if (g->has_value()) {
+      rec = engine::DecodeRecord((*g)->value);
+      if (!rec->ok()) {
+        return Status::Corruption("record of " + std::string(txn_id) + ": " +
+                                  rec->status().message());
+      }
     }
-    switch (rec->state) {
+    if (!rec || (**rec).fence) {
+      // No record: its marker may have been folded into an outcome page. A fence: it may have
+      // been made after the fold, and then the page (written before the marker went) decides.
+      auto folded = engine::FindFolded(env, txn_id);
+      if (!folded.ok()) return folded.status();
+      if (folded->has_value()) {
+        return (**folded).state == engine::TxnState::kCommitted ? TxnOutcome::kCommitted
+                                                                : TxnOutcome::kAborted;
+      }
+      if (!rec) return TxnOutcome::kNotFound;
+    }
+    switch ((**rec).state) {
       case engine::TxnState::kPending: return TxnOutcome::kPending;
       case engine::TxnState::kCommitted: return TxnOutcome::kCommitted;
       case engine::TxnState::kAborted: return TxnOutcome::kAborted;
@@ -103,7 +117,7 @@ Result<TxnOutcome> Database::Outcome(std::string_view txn_id) {
     }
     if (unproved == (*g)->revision || round == kRounds) return TxnOutcome::kPending;
     // Committed if every document it lists is held by it: proven and recorded here.
-    auto proved = engine::ResolveStaging(env, std::string(txn_id), *rec, (*g)->revision,
+    auto proved = engine::ResolveStaging(env, std::string(txn_id), **rec, (*g)->revision,
                                          /*fence=*/false, "outcome", env.clock.NowMillis());
     if (!proved.ok()) return proved.status();
     if (proved->has_value()) {

@@ -10,6 +10,7 @@
 
 #include "engine/doc_cache.h"
 #include "engine/meta.h"
+#include "engine/outcomes.h"
 #include "engine/repair.h"
 #include "engine/worklist.h"
 
@@ -77,7 +78,7 @@ bool FlipStaging(const Env& env, FinishJob& job, std::optional<Result<Revision>>
       return true;
     }
     if (r.code() == Code::kConflict || r.code() == Code::kUnknown) {
-      auto g = GetWithRetry(env, job.record_key);
+      auto g = GetRecordDoc(env, job.txn_id);
       if (g.ok()) {
         if (!g->has_value()) {
           // Settled and purged: a committed transaction's record goes only after its documents.
@@ -274,7 +275,7 @@ void WriteOutcomeMarker(const Env& env, const std::string& txn_id, const Key& re
       s = r.status();
     }
     if (s.code() == Code::kConflict || s.code() == Code::kUnknown) {
-      auto g = GetWithRetry(env, record_key);
+      auto g = GetRecordDoc(env, txn_id);
       if (g.ok() && !g->has_value()) return;  // purged already
       if (g.ok()) {
         auto rec = DecodeRecord((*g)->value);

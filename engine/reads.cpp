@@ -1,5 +1,6 @@
 #include "engine/reads.h"
 
+#include "engine/outcomes.h"
 #include "engine/repair.h"
 
 #include "engine/meta.h"
@@ -61,7 +62,7 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
     }
 
     Key record_key{std::string(kTransactionsCollection), meta->txn};
-    auto rg = GetWithRetry(env, record_key);
+    auto rg = GetRecordDoc(env, meta->txn);
     if (!rg.ok()) return rg.status();
     if (!rg->has_value()) {
       over = meta->txn;
@@ -123,7 +124,7 @@ Result<ReadResult> ReadDocument(const Env& env, const Key& key, Isolation isolat
       // A document was not held. If the record is still staging at the revision read, no hold
       // could have ended in between: the transaction was not committed when that document was
       // read, and this read is ordered before it. Otherwise look again.
-      auto again = GetWithRetry(env, record_key);
+      auto again = GetRecordDoc(env, meta->txn);
       if (!again.ok()) return again.status();
       if (!again->has_value() || (*again)->revision != (*rg)->revision) continue;
     }

@@ -6,6 +6,7 @@
 
 #include "engine/large.h"
 #include "engine/meta.h"
+#include "engine/outcomes.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
 
@@ -147,6 +148,13 @@ Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id
   auto again = GetWithRetry(env, key);
   if (!again.ok()) return again.status();
   if (!again->has_value() || (**again).revision != revision) return AbsentRecord::kAppeared;
+  // A record folded into its outcome page is over: it cannot land again, and its holds all
+  // ended before its marker was written, so this one is dangling. (A fold that lands after this
+  // look, before the create below, makes the fence a late one: the page decides the outcome,
+  // engine/outcomes.h.)
+  auto folded = FindFolded(env, txn_id);
+  if (!folded.ok()) return folded.status();
+  if (folded->has_value()) return AbsentRecord::kDangling;
   const Key record_key{std::string(kTransactionsCollection), txn_id};
   TxnRecord fence;
   fence.state = TxnState::kAborted;
@@ -296,7 +304,8 @@ Result<std::optional<StoredDocument>> ResolveStaging(const Env& env, const std::
 
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
                                         std::optional<StoredDocument> stored,
-                                        const RepairPolicy& policy) {
+                                        const RepairPolicy& policy,
+                                        std::optional<WrittenMarker>* marker) {
   const Key record_key{std::string(kTransactionsCollection), txn_id};
   Retry retry(env, env.options.max_attempts);
   for (;;) {
@@ -396,6 +405,9 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
     }
     auto m = env.store.Replace(record_key, rev, EncodeRecord(OutcomeMarker(record, policy.now_ms)));
     if (m.ok()) {
+      if (marker != nullptr) {
+        *marker = WrittenMarker{*m, policy.now_ms, record.state == TxnState::kCommitted};
+      }
       return record.state == TxnState::kCommitted ? RepairOutcome::kFinished
                                                   : RepairOutcome::kReversed;
     }

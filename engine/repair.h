@@ -47,9 +47,18 @@ enum class RepairOutcome : std::uint8_t {
 // Settles the transaction whose record is `record` (as read; std::nullopt: read it first).
 // Returns the outcome, or kUnavailable (the store kept failing; the rest is left for the next
 // attempt), kCorruption (the record or a document cannot be decoded; nothing further is done).
+// `*marker` (if given) is set to the revision of the outcome marker this call wrote (kFinished,
+// kReversed of a transaction that is not large), so the caller can fold it at once; left alone
+// otherwise.
+struct WrittenMarker {
+  Revision revision = 0;
+  std::int64_t done_at_ms = 0;
+  bool committed = false;
+};
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
                                         std::optional<StoredDocument> record,
-                                        const RepairPolicy& policy);
+                                        const RepairPolicy& policy,
+                                        std::optional<WrittenMarker>* marker = nullptr);
 
 // Clears `txn_id`'s reference from the document at `key` (a pending delete becomes a
 // tombstone stamped `now_ms`). OK if it does not (or no longer) reference the transaction.

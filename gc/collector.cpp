@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <functional>
 #include <random>
 
 #include <spdlog/logger.h>
 
 #include "engine/env.h"
 #include "engine/meta.h"
+#include "engine/outcomes.h"
 #include "engine/record.h"
 #include "engine/repair.h"
+#include "engine/txn_id.h"
 #include "litetx/document.h"
 
 namespace litetx {
@@ -43,53 +46,297 @@ Collector::Collector(std::shared_ptr<Store> store, CollectorOptions options)
 
 Collector::~Collector() { Stop(); }
 
+namespace {
+
+// The claim document of a partition (CollectorOptions::share_partitions), in collection
+// kClaimsCollection under "p" and the partition's hex digit:
+//   {"by": holder or "", "until": ms the claim holds to (0: released), "swept": ms the last
+//    complete sweep of the partition began, "cursor": where an unfinished sweep resumes}
+struct Claim {
+  std::string by;
+  std::int64_t until = 0;
+  std::int64_t swept = 0;
+  std::string cursor;
+};
+
+constexpr std::string_view kClaimsCollection = "__litetx.gc";
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+Claim DecodeClaim(const boost::json::object& o) {
+  Claim c;
+  if (auto* v = o.if_contains("by"); v && v->is_string()) c.by = v->get_string();
+  if (auto* v = o.if_contains("until"); v && v->is_int64()) c.until = v->get_int64();
+  if (auto* v = o.if_contains("swept"); v && v->is_int64()) c.swept = v->get_int64();
+  if (auto* v = o.if_contains("cursor"); v && v->is_string()) c.cursor = v->get_string();
+  return c;
+}
+
+boost::json::object EncodeClaim(const Claim& c) {
+  boost::json::object o;
+  o["by"] = c.by;
+  o["until"] = c.until;
+  o["swept"] = c.swept;
+  o["cursor"] = c.cursor;
+  return o;
+}
+
+// The ids of partition p are those in [PartitionStart(p), PartitionStart(p + 1)) in byte order
+// (partition 0 from the start, partition 15 to the end): every string falls in one of them.
+std::string PartitionStart(int p) { return p <= 0 ? std::string() : std::string(1, kHexDigits[p]); }
+
+}  // namespace
+
 Status Collector::RunOnce() {
   std::lock_guard<std::mutex> run_lock(run_mu_);
   engine::Env env{*store_, options_.engine, *options_.engine.clock, *options_.engine.logger};
-  Status first;
-  auto note = [&](const Status& s) {
-    if (first.ok() && !s.ok()) first = s;
-  };
+  CollectorPass pass;
+  pass_ = &pass;
+  pass.started_ms = env.clock.NowMillis();
+  first_error_ = Status::Ok();
 
-  // 1. ActiveTransaction documents.
-  std::string cursor;
-  do {
+  // 1. ActiveTransaction documents (and outcome markers not yet folded).
+  if (options_.share_partitions) {
+    SharedRecordPass(env);
+  } else {
+    const std::size_t budget = options_.record_budget;
+    if (budget == 0) record_cursor_.clear();
+    std::size_t left = budget == 0 ? SIZE_MAX : budget;
+    // record_cursor_ resumes where a budgeted pass stopped; empty at the end: starts over.
+    pass.complete = ScanRecords(env, "", &record_cursor_, &left, nullptr);
+  }
+
+  // 2. Outcome pages past their retention, oldest first.
+  if (!stopping_.load()) {
+    auto purged = engine::PurgeOutcomePages(env, env.clock.NowMillis(),
+                                            options_.outcome_retention.count(),
+                                            options_.page_purge_budget, &pass.pages_read);
+    if (purged.ok()) {
+      pages_purged_.fetch_add(*purged);
+      pass.expired.due += *purged;
+      pass.expired.done += *purged;
+    } else {
+      env.log.warn("gc {}: outcome pages not purged: {}", options_.name, purged.status().ToString());
+      Failure(purged.status());
+    }
+  }
+
+  // 3. A bounded slice of the user collections: dangling holds, old tombstones.
+  if (Status s = Sweep(); first_error_.ok() && !s.ok()) first_error_ = s;
+  runs_.fetch_add(1);
+  pass.duration_ms = std::max<std::int64_t>(0, engine::MillisSince(env.clock.NowMillis(),
+                                                                   pass.started_ms));
+  for (const CollectorWork* w : {&pass.abandoned, &pass.unfinished, &pass.markers, &pass.expired,
+                                 &pass.tombstones}) {
+    if (w->due > w->done) pass.backlog += w->due - w->done;
+  }
+  if (!pass.complete) ++pass.backlog;
+  pass_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_pass_ = pass;
+  }
+  return first_error_;
+}
+
+void Collector::Failure(const Status& s) {
+  // REQUIRES: run_mu_ held.
+  failed_.fetch_add(1);
+  if (pass_ != nullptr) ++pass_->failed;
+  if (first_error_.ok() && !s.ok()) first_error_ = s;
+}
+
+bool Collector::ScanRecords(const engine::Env& env, const std::string& end, std::string* cursor,
+                            std::size_t* left, const std::function<bool()>& renew) {
+  // REQUIRES: run_mu_ held, pass_ set.
+  CollectorPass& pass = *pass_;
+  std::map<std::string, std::vector<engine::MarkerToFold>> to_fold;  // page id -> markers
+  auto fold = [&] {
+    for (auto& [page_id, markers] : to_fold) {
+      auto f = engine::FoldMarkers(env, page_id, markers);
+      if (!f.ok()) {
+        env.log.warn("gc {}: outcome page {} not written: {}", options_.name, page_id,
+                     f.status().ToString());
+        Failure(f.status());
+        continue;
+      }
+      folded_.fetch_add(f->folded);
+      pass.markers.done += f->folded;
+    }
+    to_fold.clear();
+  };
+  bool complete = false;
+  for (;;) {
     if (stopping_.load()) break;
-    auto page = store_->Scan(kTransactionsCollection, cursor, options_.scan_batch);
+    if (*left == 0) break;  // the budget is spent: the next pass resumes at *cursor
+    if (renew && !renew()) break;  // the claim was lost: whoever took it resumes
+    const std::size_t limit = std::min(options_.scan_batch, *left);
+    auto page = store_->Scan(kTransactionsCollection, *cursor, limit);
     if (!page.ok()) {
       env.log.warn("gc {}: cannot list transactions: {}", options_.name, page.status().ToString());
-      failed_.fetch_add(1);
-      note(page.status());
+      Failure(page.status());
       break;
     }
+    bool at_end = page->next_cursor.empty();
+    std::string last;
     for (auto& [id, doc] : page->documents) {
+      if (!end.empty() && id >= end) {  // the next partition's: this one is done
+        at_end = true;
+        break;
+      }
       if (stopping_.load()) break;
-      engine::RepairPolicy policy{options_.name, env.clock.NowMillis(),
-                                  options_.older_than.count(), options_.outcome_retention.count(),
+      last = id;
+      ++pass.records_read;
+      --*left;
+      const std::int64_t now = env.clock.NowMillis();
+      auto rec = engine::DecodeRecord(doc.value);
+      if (rec.ok() && rec->done && options_.fold_outcomes && !rec->fence && !rec->large &&
+          engine::MillisSince(now, rec->done_at_ms) < options_.outcome_retention.count()) {
+        if (auto page_id = engine::OutcomePageId(id)) {
+          ++pass.markers.due;
+          to_fold[*page_id].push_back(engine::MarkerToFold{
+              id, rec->state == engine::TxnState::kCommitted, rec->done_at_ms, doc.revision});
+          continue;
+        }
+      }
+      const bool committed = rec.ok() && rec->state == engine::TxnState::kCommitted;
+      const bool done = rec.ok() && rec->done;
+      engine::RepairPolicy policy{options_.name, now, options_.older_than.count(),
+                                  options_.outcome_retention.count(),
                                   options_.tombstone_retention.count()};
-      auto r = engine::RepairTransaction(env, id, std::move(doc), policy);
+      std::optional<engine::WrittenMarker> marker;
+      auto r = engine::RepairTransaction(env, id, std::move(doc), policy, &marker);
+      CollectorWork& kind = done ? pass.expired : committed ? pass.unfinished : pass.abandoned;
       if (!r.ok()) {
         env.log.error("gc {}: transaction {} not repaired: {}", options_.name, id,
                       r.status().ToString());
-        failed_.fetch_add(1);
-        note(r.status());
+        ++kind.due;
+        Failure(r.status());
         continue;
       }
+      if (*r == engine::RepairOutcome::kNotStale) continue;
+      ++kind.due;
+      if (!done && rec.ok()) {
+        pass.oldest_abandoned_ms =
+            std::max(pass.oldest_abandoned_ms,
+                     std::max<std::int64_t>(0, engine::MillisSince(now, rec->gc_at_ms)));
+      }
       switch (*r) {
-        case engine::RepairOutcome::kFinished: finished_.fetch_add(1); break;
-        case engine::RepairOutcome::kReversed: reversed_.fetch_add(1); break;
-        case engine::RepairOutcome::kPurged: purged_.fetch_add(1); break;
+        case engine::RepairOutcome::kFinished: finished_.fetch_add(1); ++kind.done; break;
+        case engine::RepairOutcome::kReversed: reversed_.fetch_add(1); ++kind.done; break;
+        case engine::RepairOutcome::kPurged: purged_.fetch_add(1); ++kind.done; break;
         case engine::RepairOutcome::kNotStale:
         case engine::RepairOutcome::kGone: break;
       }
+      if (marker && options_.fold_outcomes &&  // settled here: its marker is folded at once
+          engine::MillisSince(env.clock.NowMillis(), marker->done_at_ms) <
+              options_.outcome_retention.count()) {
+        if (auto page_id = engine::OutcomePageId(id)) {
+          ++pass.markers.due;
+          to_fold[*page_id].push_back(
+              engine::MarkerToFold{id, marker->committed, marker->done_at_ms, marker->revision});
+        }
+      }
     }
-    cursor = std::move(page->next_cursor);
-  } while (!cursor.empty());
+    fold();
+    if (stopping_.load()) break;  // resumes from the same page: its repairs are idempotent
+    if (at_end) {
+      complete = true;
+      cursor->clear();
+      break;
+    }
+    *cursor = last.empty() ? std::move(page->next_cursor) : std::move(last);
+  }
+  fold();
+  return complete;
+}
 
-  // 2. A bounded slice of the user collections: dangling holds, old tombstones.
-  note(Sweep());
-  runs_.fetch_add(1);
-  return first;
+void Collector::SharedRecordPass(const engine::Env& env) {
+  // REQUIRES: run_mu_ held, pass_ set.
+  CollectorPass& pass = *pass_;
+  const std::int64_t started = pass.started_ms;
+  const std::int64_t lease = std::max<std::int64_t>(options_.claim_lease.count(), 1);
+  std::size_t left = options_.record_budget == 0 ? SIZE_MAX : options_.record_budget;
+  std::vector<bool> done(engine::kTxnIdPartitions, false);
+  for (int rounds = 0; rounds < 4 * engine::kTxnIdPartitions && !stopping_.load(); ++rounds) {
+    // The claims as they are now: a partition to take is free (no claim, released, or expired)
+    // and not swept completely since this pass began.
+    auto page = store_->Scan(kClaimsCollection, "", 64);
+    if (!page.ok()) {
+      env.log.warn("gc {}: cannot list partition claims: {}", options_.name,
+                   page.status().ToString());
+      Failure(page.status());
+      return;
+    }
+    std::vector<std::optional<StoredDocument>> claims(engine::kTxnIdPartitions);
+    for (auto& [id, doc] : page->documents) {
+      if (id.size() == 2 && id[0] == 'p') {
+        const int p = engine::TxnIdPartition(std::string_view(id).substr(1));
+        if (p >= 0) claims[p] = std::move(doc);
+      }
+    }
+    const std::int64_t now = env.clock.NowMillis();
+    int pick = -1;
+    Claim claim;
+    for (int p = 0; p < engine::kTxnIdPartitions && pick < 0; ++p) {
+      if (done[p]) continue;
+      Claim c = claims[p] ? DecodeClaim(claims[p]->value) : Claim{};
+      if (!c.by.empty() && c.by != options_.name && c.until > now) continue;  // another's
+      if (c.cursor.empty() && c.swept >= started) {
+        done[p] = true;  // swept by someone since this pass began
+        continue;
+      }
+      pick = p;
+      claim = c;
+    }
+    if (pick < 0) return;  // every partition swept, or held by another collector
+    const Key key{std::string(kClaimsCollection), std::string("p") + kHexDigits[pick]};
+    Claim mine = claim;
+    mine.by = options_.name;
+    mine.until = now + lease;
+    const std::int64_t began = now;
+    auto w = claims[pick] ? store_->Replace(key, claims[pick]->revision, EncodeClaim(mine))
+                          : store_->Create(key, EncodeClaim(mine));
+    if (!w.ok()) {
+      // Conflict: taken (or moved) meanwhile; anything else: the next look decides.
+      if (w.code() != Code::kConflict) Failure(w.status());
+      continue;
+    }
+    Revision rev = *w;
+    claims_taken_.fetch_add(1);
+    // Renew the claim before each page once half its lease has gone.
+    auto renew = [&]() -> bool {
+      const std::int64_t t = env.clock.NowMillis();
+      if (t < mine.until - lease / 2) return true;
+      Claim again = mine;
+      again.until = t + lease;
+      auto r = store_->Replace(key, rev, EncodeClaim(again));
+      if (!r.ok()) return false;  // expired and taken, or unknown: stop here
+      rev = *r;
+      mine = again;
+      return true;
+    };
+    std::string cursor = claim.cursor.empty() ? PartitionStart(pick) : claim.cursor;
+    const std::string end = pick + 1 < engine::kTxnIdPartitions ? PartitionStart(pick + 1) : "";
+    const bool complete = ScanRecords(env, end, &cursor, &left, renew);
+    // Release: swept (or where to resume), free for anyone.
+    Claim released = mine;
+    released.by.clear();
+    released.until = 0;
+    if (complete) {
+      released.swept = began;
+      released.cursor.clear();
+    } else {
+      released.cursor = cursor;
+      pass.complete = false;
+    }
+    auto r = store_->Replace(key, rev, EncodeClaim(released));
+    if (!r.ok() && r.code() != Code::kConflict) Failure(r.status());  // conflict: taken over
+    done[pick] = true;
+    if (left == 0) {
+      pass.complete = false;
+      return;
+    }
+  }
 }
 
 Status Collector::Sweep() {
@@ -107,6 +354,7 @@ Status Collector::Sweep() {
   Status first;
   auto fail = [&](const Status& s) {
     failed_.fetch_add(1);
+    if (pass_ != nullptr) ++pass_->failed;
     if (first.ok()) first = s;
   };
   std::size_t looked = 0;
@@ -147,7 +395,7 @@ Status Collector::Sweep() {
         auto it = over.find(meta->txn);
         if (it == over.end()) {
           const Key record_key{std::string(kTransactionsCollection), meta->txn};
-          auto rg = engine::GetWithRetry(env, record_key);
+          auto rg = engine::GetRecordDoc(env, meta->txn);
           if (!rg.ok()) {
             fail(rg.status());
             continue;
@@ -184,9 +432,11 @@ Status Collector::Sweep() {
       }
       if (retention <= 0 || meta->live() || meta->at_ms == 0) continue;
       if (engine::MillisSince(now, meta->at_ms) < retention) continue;
+      if (pass_ != nullptr) ++pass_->tombstones.due;
       Status e = store_->Erase(Key{collection, id}, doc.revision);
       if (e.ok()) {
         purged_.fetch_add(1);
+        if (pass_ != nullptr) ++pass_->tombstones.done;
       } else if (e.code() != Code::kConflict) {  // conflict: changed meanwhile, keep it
         fail(e);
       }
@@ -243,7 +493,13 @@ void Collector::Loop() {
 
 CollectorStats Collector::stats() const {
   return {runs_.load(),   finished_.load(), reversed_.load(), failed_.load(),
-          purged_.load(), undone_.load(),   swept_.load()};
+          purged_.load(), undone_.load(),   swept_.load(),    folded_.load(),
+          pages_purged_.load(), claims_taken_.load()};
+}
+
+CollectorPass Collector::last_pass() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_pass_;
 }
 
 }  // namespace litetx

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/meta.h"
+#include "engine/outcomes.h"
 #include "engine/record.h"
 
 namespace ptest {
@@ -229,19 +230,55 @@ const char* RecordSeenName(RecordSeen r) {
   return "?";
 }
 
+std::map<std::string, litetx::StoredDocument> AllRecords(litetx::Store& store) {
+  std::map<std::string, litetx::StoredDocument> out;
+  for (std::string_view c : {litetx::kTransactionsCollection, litetx::kOutcomesCollection}) {
+    std::string cursor;
+    do {
+      auto page = store.Scan(c, cursor, 256);
+      if (!page.ok()) throw std::runtime_error("record scan failed: " + page.status().ToString());
+      for (auto& [id, doc] : page->documents) {
+        if (c == litetx::kTransactionsCollection) {
+          out[id] = std::move(doc);
+          continue;
+        }
+        const boost::json::value* e = doc.value.if_contains("e");
+        const boost::json::value* at = doc.value.if_contains("at");
+        if (e == nullptr || !e->is_string() || at == nullptr || !at->is_int64() ||
+            e->get_string().size() % litetx::engine::kOutcomeEntryChars != 0) {
+          throw std::runtime_error("outcome page " + id + " is not well formed");
+        }
+        const std::string entries(e->get_string());
+        for (std::size_t i = 0; i < entries.size(); i += litetx::engine::kOutcomeEntryChars) {
+          litetx::engine::TxnRecord marker;
+          marker.state = entries[i + litetx::engine::kOutcomeEntryChars - 1] == 'c'
+                             ? litetx::engine::TxnState::kCommitted
+                             : litetx::engine::TxnState::kAborted;
+          marker.done = true;
+          marker.done_at_ms = at->get_int64();
+          out[id + entries.substr(i, litetx::engine::kOutcomeEntryChars - 1)] =
+              litetx::StoredDocument{litetx::engine::EncodeRecord(marker), 0};
+        }
+      }
+      cursor = std::move(page->next_cursor);
+    } while (!cursor.empty());
+  }
+  return out;
+}
+
 RecordSeen ObserveRecord(litetx::Store& store) {
-  auto page = store.Scan(litetx::kTransactionsCollection, "", 2);
-  if (!page.ok()) throw std::runtime_error("record scan failed: " + page.status().ToString());
-  if (page->documents.empty()) return RecordSeen::kNone;
-  if (page->documents.size() > 1) return RecordSeen::kMany;
-  auto r = litetx::engine::DecodeRecord(page->documents[0].second.value);
+  const auto all = AllRecords(store);  // folded outcomes included
+  if (all.empty()) return RecordSeen::kNone;
+  if (all.size() > 1) return RecordSeen::kMany;
+  const auto& [record_id, record_doc] = *all.begin();
+  auto r = litetx::engine::DecodeRecord(record_doc.value);
   if (!r.ok()) throw std::runtime_error("record undecodable: " + r.status().ToString());
   switch (r->state) {
     case litetx::engine::TxnState::kPending: return RecordSeen::kPending;
     case litetx::engine::TxnState::kAborted: return RecordSeen::kAborted;
     case litetx::engine::TxnState::kCommitted: return RecordSeen::kCommitted;
     case litetx::engine::TxnState::kStaging: {
-      const std::string& id = page->documents[0].first;
+      const std::string& id = record_id;
       for (const auto& a : r->actions) {
         auto g = store.Get(a.key);
         if (!g.ok()) throw std::runtime_error("document read failed: " + g.status().ToString());

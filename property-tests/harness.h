@@ -164,6 +164,12 @@ enum class RecordSeen : std::uint8_t { kNone, kPending, kAborted, kCommitted, kM
 const char* RecordSeenName(RecordSeen r);
 RecordSeen ObserveRecord(litetx::Store& store);
 
+// Every transaction record of `store` as Database::Outcome sees them, by id: the documents of
+// the record collection, and the outcomes folded into outcome pages (as done markers without
+// actions; a page entry takes the place of a fence of the same id, as in engine/outcomes.h).
+// Throws std::runtime_error if a scan fails or a page is not well formed.
+std::map<std::string, litetx::StoredDocument> AllRecords(litetx::Store& store);
+
 // Read-committed contents of every scenario document; nullopt (and `error` set) on a read error.
 std::optional<Contents> ReadContents(litetx::Store& store, std::size_t n, std::string* error);
 // Stored versions ("_ltx".v; 0 if absent) of every scenario document.

@@ -56,10 +56,10 @@ constexpr std::chrono::milliseconds kLease = 120s;  // World's lease
 // Thrown by a store hook: the process making the call dies there.
 struct Crash {};
 
-// What the record of `id` says, read raw (no proof, nothing written): staging and pending
-// read as pending, an absent record as not found.
+// What the record of `id` says, read raw (no proof, nothing written; a marker folded into its
+// outcome page included): staging and pending read as pending, an absent record as not found.
 TxnOutcome RawOutcome(litetx::Store& s, const std::string& id) {
-  auto g = s.Get(TxnKey(id));
+  auto g = EffectiveRecord(s, id);
   if (!g.ok() || !g->has_value()) return TxnOutcome::kNotFound;
   auto rec = litetx::engine::DecodeRecord((*g)->value);
   if (!rec.ok()) return TxnOutcome::kPending;

@@ -1,6 +1,7 @@
 // tools/cmd_gc.cpp — `litetx gc`: runs the collector (litetx/collector.h) on the store.
 //
-// --once: one Collector::RunOnce, then the counters as JSON; exit 0 if it returned OK, else
+// --once: one Collector::RunOnce, then the counters as JSON (with "last_pass": the pass's
+// report, Collector::last_pass); exit 0 if it returned OK, else
 // kExitFailed with the error on stderr (the counters are still printed). Without --once: the
 // background thread runs every --interval until SIGINT or SIGTERM, then the counters are
 // printed. Never creates a missing LMDB store (kExitStore).
@@ -16,10 +17,23 @@
 //     as clean.
 //   A second signal exits at once with 130/143; what the pass had not done, the next pass
 //   (of any collector) does.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
 #include <csignal>
 
+#include "bench/gc_scale.h"
 #include "tools/cli.h"
 #include "tools/signals.h"
+
+extern "C" char** environ;
 
 namespace litetx::cli {
 namespace {
@@ -34,9 +48,22 @@ struct GcArgs {
   std::vector<std::string> purge;  // --collection (or its older name --purge)
   std::size_t sweep_budget = CollectorOptions{}.sweep_budget;
   std::string name;
+  std::size_t record_budget = CollectorOptions{}.record_budget;
+  bool no_fold = false;
+  bool share = false;
+  bool bench = false;
+  bench::GcScaleOptions bench_options;
 };
 
-json::object Counters(const CollectorStats& s) {
+json::object Work(const CollectorWork& w) {
+  json::object o;
+  o["due"] = w.due;
+  o["done"] = w.done;
+  return o;
+}
+
+json::object Counters(const Collector& gc) {
+  const CollectorStats s = gc.stats();
   json::object o;
   o["runs"] = s.runs;
   o["finished"] = s.finished;
@@ -45,6 +72,25 @@ json::object Counters(const CollectorStats& s) {
   o["purged"] = s.purged;
   o["undone"] = s.undone;
   o["swept"] = s.swept;
+  o["folded"] = s.folded;
+  o["pages_purged"] = s.pages_purged;
+  if (s.runs > 0) {
+    const CollectorPass p = gc.last_pass();
+    json::object last;
+    last["duration_ms"] = p.duration_ms;
+    last["records_read"] = p.records_read;
+    last["pages_read"] = p.pages_read;
+    last["abandoned"] = Work(p.abandoned);
+    last["unfinished"] = Work(p.unfinished);
+    last["markers"] = Work(p.markers);
+    last["expired"] = Work(p.expired);
+    last["tombstones"] = Work(p.tombstones);
+    last["backlog"] = p.backlog;
+    last["complete"] = p.complete;
+    last["oldest_abandoned_ms"] = p.oldest_abandoned_ms;
+    last["failed"] = p.failed;
+    o["last_pass"] = std::move(last);
+  }
   return o;
 }
 
@@ -58,12 +104,69 @@ bool OptionalDuration(const std::string& text, std::chrono::milliseconds* out) {
   return true;
 }
 
+// Runs `n` processes of `litetx gc --once --share --older-than 1ms` on the store at once and
+// returns the seconds until the last one exited (each runs passes until it finds no partition
+// left to take).
+Result<double> RunCollectorProcesses(const Context& ctx, int n) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "gc-bench-" + std::to_string(i);
+    std::vector<std::string> argv = {"litetx", "--store", ctx.store_uri, "--sync", ctx.lmdb_sync,
+                                     "gc",     "--once",  "--share",     "--older-than", "1ms",
+                                     "--name", name};
+    std::vector<char*> raw;
+    for (std::string& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, raw.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return Status::Unavailable("cannot start a collector process: " + std::string(std::strerror(rc)));
+    pids.push_back(pid);
+  }
+  std::string failed;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failed = "a collector process failed (status " + std::to_string(status) + ")";
+    }
+  }
+  if (!failed.empty()) return Status::Unavailable(failed);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The same with `n` threads of this process, each with its own Collector (memory: and Redis).
+Result<double> RunCollectorThreads(const std::shared_ptr<Store>& store, int n) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      CollectorOptions o;
+      o.share_partitions = true;
+      o.older_than = std::chrono::milliseconds(1);
+      o.name = "gc-bench-" + std::to_string(i);
+      Collector gc(store, o);
+      if (!gc.RunOnce().ok()) failures.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failures.load() != 0) return Status::Unavailable("a collector pass failed");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 int RunGc(Context& ctx, const GcArgs& args) {
   CollectorOptions co;
   co.engine = EngineOptions(ctx);
   co.name = args.name;
   co.collections = args.purge;
   co.sweep_budget = args.sweep_budget;
+  co.record_budget = args.record_budget;
+  co.fold_outcomes = !args.no_fold;
+  co.share_partitions = args.share;
   for (const std::string& c : args.purge) {
     if (Status s = ValidateCollection(c); !s.ok()) return Fail(kExitUsage, "--collection: " + s.message());
   }
@@ -78,6 +181,31 @@ int RunGc(Context& ctx, const GcArgs& args) {
   }
   if (!args.outcome_retention.empty()) co.outcome_retention = *ParseDuration(args.outcome_retention);
 
+  if (args.bench) {
+    // Creates a missing LMDB store: the benchmark starts from an empty one.
+    int code = kExitOk;
+    ctx.lmdb_max_mapped_bytes = std::size_t{256} << 20;
+    auto store = OpenStore(ctx, &code);
+    if (!store) return code;
+    bench::GcScaleOptions bo = args.bench_options;
+    bo.progress = ::isatty(2) != 0;  // a line per step on a terminal
+    if (ctx.store_uri != "memory:") {
+      // Collectors in processes of their own, as a service runs them (memory: is private to
+      // this process: threads there).
+      bo.run_collectors = [&ctx](int n) -> Result<double> {
+        return RunCollectorProcesses(ctx, n);
+      };
+    } else {
+      bo.run_collectors = [store](int n) -> Result<double> {
+        return RunCollectorThreads(store, n);
+      };
+    }
+    auto r = bench::RunGcScale(store, bo);
+    if (!r.ok()) return Fail(kExitFailed, "gc --bench: " + r.status().ToString());
+    PrintJson(*r);
+    return kExitOk;
+  }
+
   CatchSignals();  // before the store and the collector start any thread
   int code = kExitOk;
   auto store = OpenExistingStore(ctx, &code);
@@ -86,7 +214,7 @@ int RunGc(Context& ctx, const GcArgs& args) {
   if (args.once) {
     Collector gc(store, co);
     Status s = gc.RunOnce();
-    json::object out = Counters(gc.stats());
+    json::object out = Counters(gc);
     out["status"] = s.ok() ? "ok" : std::string(CodeName(s.code()));
     if (!s.ok()) out["message"] = s.message();
     if (Interrupted() != 0) out["interrupted"] = InterruptedName();
@@ -105,7 +233,7 @@ int RunGc(Context& ctx, const GcArgs& args) {
   gc.Start();
   const int sig = WaitForSignal();
   gc.Stop();
-  json::object out = Counters(gc.stats());
+  json::object out = Counters(gc);
   out["status"] = "stopped";
   out["signal"] = sig == SIGINT ? "SIGINT" : "SIGTERM";
   PrintJson(out);
@@ -141,7 +269,40 @@ void AddGc(CLI::App& app, Context& ctx) {
   cmd->add_option("--outcome-retention", args->outcome_retention,
                   "Keep outcome markers this long (default 1h)")
       ->check(DurationCheck());
+  cmd->add_option("--record-budget", args->record_budget,
+                  "Most transaction records read per pass; the next pass resumes (0: no limit)")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_flag("--no-fold", args->no_fold,
+                "Keep outcome markers as records instead of folding them into outcome pages");
   cmd->add_option("--name", args->name, "Collector name stored in records it claims");
+  cmd->add_flag("--share", args->share,
+                "Share the work with other collectors run with --share: take the record "
+                "collection's 16 partitions one at a time through claims in __litetx.gc");
+  cmd->add_option("--bench-backlog", args->bench_options.backlog,
+                  "--bench: abandoned transactions settled by one collector, then by "
+                  "--bench-collectors at once (0: skip)")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--bench-collectors", args->bench_options.collectors,
+                  "--bench: collectors sharing the backlog (processes on lmdb:, threads otherwise)")
+      ->check(WholeNumberCheck(1, 64))
+      ->capture_default_str();
+  cmd->add_flag("--bench", args->bench,
+                "Benchmark a pass on a store of many outcome markers and tombstones, before and "
+                "after folding (needs an empty store; prints a JSON report)");
+  cmd->add_option("--bench-markers", args->bench_options.markers,
+                  "Outcome markers --bench writes")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--bench-tombstones", args->bench_options.tombstones,
+                  "Tombstones --bench writes")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--bench-abandoned", args->bench_options.abandoned,
+                  "Abandoned transactions --bench makes before each measured pass")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 20))
+      ->capture_default_str();
   cmd->callback([&ctx, args] { ctx.run = [&ctx, args] { return RunGc(ctx, *args); }; });
 }
 

@@ -10,8 +10,12 @@
 //                               of that coordinator fails its CAS instead of landing);
 //   aborted                  -> finishes the reversal the same way.
 // Then it replaces the record by a small outcome marker ("done"), which Database::Outcome
-// reads; markers older than outcome_retention are erased. Last, it sweeps a bounded slice of
-// the user collections it is given: dangling holds are undone, old tombstones purged. Every step is a single-document CAS
+// reads. Markers are then folded into outcome pages (collection kOutcomesCollection: one
+// document per partition and 256 ms of transaction ids, 18 bytes per outcome), so that the
+// record collection keeps only transactions in flight and a pass reads little more than what it
+// has to do; pages and unfolded markers older than outcome_retention are erased. Last, it
+// sweeps a bounded slice of the user collections it is given: dangling holds are undone, old
+// tombstones purged. Every step is a single-document CAS
 // and idempotent: a crash or store error anywhere leaves work the next run finishes. A record
 // that cannot be repaired (corrupt, or the store keeps failing) is logged, counted in
 // `failed`, and skipped; RunOnce never throws and never stops at the first failure.
@@ -28,6 +32,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +44,10 @@
 #include "litetx/store.h"
 
 namespace litetx {
+
+namespace engine {
+struct Env;
+}  // namespace engine
 
 struct CollectorOptions {
   // Engine options: logger, clock, retry backoff, attempts. The lease is not used: staleness
@@ -77,6 +86,60 @@ struct CollectorOptions {
   // A name for this collector, stored in records it claims (aborted_by) and logged. Empty:
   // "gc-" and a random suffix.
   std::string name;
+  // Fold outcome markers into outcome pages (see above). false: markers stay in the record
+  // collection until outcome_retention has passed, as in releases before outcome pages; pages
+  // already written are still read and purged.
+  bool fold_outcomes = true;
+  // Most documents of the record collection one pass reads; the next pass resumes where it
+  // stopped, so a backlog (a store upgraded with millions of unfolded markers, or a long
+  // outage) is worked off in steps. 0: no limit, every pass reads the whole collection.
+  std::size_t record_budget = 0;
+  // Most outcome pages one pass erases (they are erased oldest first). 0: no limit.
+  std::size_t page_purge_budget = 10'000;
+  // Share the record collection with the other collectors that set this, in any process. The
+  // collection is split into 16 partitions (by the first hex digit of transaction ids); a pass
+  // takes free partitions one at a time through a claim document in collection "__litetx.gc"
+  // (a compare-and-swap), sweeps it, and releases it. It skips a partition another collector
+  // holds, and one swept completely since this pass began; a claim whose holder died expires
+  // after claim_lease. With record_budget, an unfinished partition's place is kept in its
+  // claim, so whoever takes it next resumes there. Claims only share the work: correctness
+  // never depends on them (every repair step is a compare-and-swap), and a collector paused
+  // past its claim only repeats harmless work. Off: every pass reads the whole collection.
+  bool share_partitions = false;
+  // How long a partition claim holds without renewal; renewed before each scan page once half
+  // of it has gone. Must exceed the time one scan page of records takes to repair.
+  std::chrono::milliseconds claim_lease{30'000};
+};
+
+// What one pass met and did, per kind of work: `due` counts what needed work when the pass
+// looked, `done` what the pass finished (a due item left undone — the store failed, or another
+// collector got there first — is the next pass's).
+struct CollectorWork {
+  std::uint64_t due = 0;
+  std::uint64_t done = 0;
+};
+
+// The report of the last completed pass (Collector::last_pass). What an operator watches:
+// `oldest_abandoned_ms` (a transaction waiting long for its settling means the collector cannot
+// repair it, or runs too seldom) and `backlog`.
+struct CollectorPass {
+  std::int64_t started_ms = 0;   // the collector clock when the pass began
+  std::int64_t duration_ms = 0;  // how long it took
+  std::uint64_t records_read = 0;   // documents of the record collection read
+  std::uint64_t pages_read = 0;     // outcome pages read while purging
+  CollectorWork abandoned;   // stale uncommitted transactions (pending, staging, aborted): reversed
+  CollectorWork unfinished;  // stale committed transactions not yet finished: finished
+  CollectorWork markers;     // outcome markers to fold into pages: folded
+  CollectorWork expired;     // unfoldable markers and outcome pages past outcome_retention: erased
+  CollectorWork tombstones;  // swept tombstones and placeholders past tombstone_retention: purged
+  // Due and not done by this pass, over every kind (the next pass's work), plus, when
+  // record_budget cut the pass short, 1 for "the record collection was not read to its end".
+  std::uint64_t backlog = 0;
+  bool complete = true;  // false: record_budget stopped the pass before the collection's end
+  // Of the abandoned and unfinished transactions found due, the age of the oldest: now minus
+  // its GC timestamp (how long it has been waiting for a collector). 0: none was due.
+  std::int64_t oldest_abandoned_ms = 0;
+  std::uint64_t failed = 0;  // failures in this pass (logged)
 };
 
 struct CollectorStats {
@@ -87,6 +150,9 @@ struct CollectorStats {
   std::uint64_t purged = 0;    // tombstones, placeholders and outcome markers erased
   std::uint64_t undone = 0;    // dangling holds the sweep undid with its own write
   std::uint64_t swept = 0;     // documents the sweep looked at
+  std::uint64_t folded = 0;    // outcome markers folded into outcome pages
+  std::uint64_t pages_purged = 0;  // outcome pages erased past outcome_retention
+  std::uint64_t claims = 0;        // partitions taken (share_partitions)
 };
 
 class Collector {
@@ -98,9 +164,10 @@ class Collector {
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
 
-  // One pass over every ActiveTransaction document and the purge collections. Returns OK, or
-  // the first error met (kUnavailable, kCorruption...) after going on with the rest: the
-  // counters tell what was done.
+  // One pass: the ActiveTransaction documents (all of them, or record_budget of them from where
+  // the last pass stopped), the outcome pages due, and a slice of the swept collections. Returns
+  // OK, or the first error met (kUnavailable, kCorruption...) after going on with the rest: the
+  // counters and last_pass() tell what was done.
   Status RunOnce();
 
   // Starts the background thread, which calls RunOnce every `interval`. No-op if running.
@@ -111,12 +178,24 @@ class Collector {
   bool running() const;
 
   CollectorStats stats() const;
+  // The report of the last completed pass (all zero before the first).
+  CollectorPass last_pass() const;
   const std::string& name() const { return options_.name; }
 
  private:
   void Loop();
   // One bounded slice of the sweep of `collections` (see CollectorOptions); returns the first error.
   Status Sweep();
+  // Reads records from *cursor up to `end` (empty: the collection's end) and settles, folds or
+  // purges each, at most *left of them (decremented); `renew` (if set) is asked before each
+  // scan page and stops the scan when it returns false. Returns true when `end` was reached
+  // (*cursor cleared), false when stopped early (*cursor: where to resume). REQUIRES: run_mu_.
+  bool ScanRecords(const engine::Env& env, const std::string& end, std::string* cursor,
+                   std::size_t* left, const std::function<bool()>& renew);
+  // The record pass with share_partitions. REQUIRES: run_mu_.
+  void SharedRecordPass(const engine::Env& env);
+  // Counts a failure of the pass in progress and keeps the first error. REQUIRES: run_mu_.
+  void Failure(const Status& s);
 
   std::shared_ptr<Store> store_;
   CollectorOptions options_;
@@ -127,7 +206,13 @@ class Collector {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> runs_{0}, finished_{0}, reversed_{0}, failed_{0}, purged_{0},
-      undone_{0}, swept_{0};
+      undone_{0}, swept_{0}, folded_{0}, pages_purged_{0}, claims_taken_{0};
+  Status first_error_;  // of the pass in progress (guarded by run_mu_)
+  // Where the next pass resumes reading the record collection (record_budget; guarded by
+  // run_mu_), and the last pass's report (guarded by mu_).
+  std::string record_cursor_;
+  CollectorPass last_pass_;
+  CollectorPass* pass_ = nullptr;  // the pass in progress (guarded by run_mu_)
   // Where the sweep resumes: an index into the swept collections and a scan cursor in it
   // (guarded by run_mu_).
   std::size_t sweep_collection_ = 0;

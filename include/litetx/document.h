@@ -22,6 +22,9 @@ inline constexpr std::string_view kMetaField = "_ltx";
 inline constexpr std::string_view kReservedFieldPrefix = "_ltx";
 inline constexpr std::string_view kReservedCollectionPrefix = "__litetx";
 inline constexpr std::string_view kTransactionsCollection = "__litetx.txn";
+// Outcome pages: the outcomes of many finished transactions per document, folded there from
+// their outcome markers by the collector (docs/protocol.md, "Outcome pages").
+inline constexpr std::string_view kOutcomesCollection = "__litetx.out";
 inline constexpr std::size_t kMaxCollectionBytes = 128;
 // Together they fit LMDB's key limit of 511 bytes (collection + '\0' + id), so a name that
 // passes validation is storable on every shipped backend.

@@ -189,8 +189,9 @@ TEST_F(CliCollections, PendingTransactionIsHeldNotLiveAndKeepsTheEngineCollectio
     EXPECT_EQ(PendingRecords(), 1u);
     EXPECT_EQ(Count("accounts"), c.held);
 
-    // Settled by the collector, the records are outcome markers; --force erases them.
-    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms"});
+    // Settled by the collector, the records are outcome markers (kept in the record collection
+    // by --no-fold); --force erases them.
+    RunResult gc = Cli({"gc", "--once", "--older-than", "1ms", "--no-fold"});
     ASSERT_EQ(gc.code, 0) << gc.err;
     EXPECT_EQ(gc.Json()["reversed"], 1) << gc.out;
     EXPECT_EQ(Count("accounts"), (Counts{2, 0, 0, 3}));  // the placeholder stays until purged

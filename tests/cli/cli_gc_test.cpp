@@ -33,16 +33,42 @@ TEST_F(CliTest, GcOnceFinishesAndReversesWithOlderThan) {
   // Within their lease (5 s) the collector leaves both alone...
   RunResult r = Cli({"gc", "--once"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, R"({"runs":1,"finished":0,"reversed":0,"failed":0,"purged":0,"undone":0,"swept":0,"status":"ok"})" "\n");
+  {
+    json::object o = r.Json();
+    for (const char* k : {"finished", "reversed", "failed", "purged", "undone", "swept", "folded",
+                          "pages_purged"}) {
+      EXPECT_EQ(o[k], 0) << k;
+    }
+    EXPECT_EQ(o["runs"], 1);
+    EXPECT_EQ(o["status"], "ok");
+    // The pass's report: it read both records and found neither due.
+    json::object& last = o["last_pass"].as_object();
+    EXPECT_EQ(last["records_read"], 2);
+    EXPECT_EQ(last["abandoned"].as_object()["due"], 0);
+    EXPECT_EQ(last["unfinished"].as_object()["due"], 0);
+    EXPECT_EQ(last["backlog"], 0);
+    EXPECT_EQ(last["complete"], true);
+    EXPECT_EQ(last["oldest_abandoned_ms"], 0);
+  }
   EXPECT_EQ(Unsettled(), 2);
 
-  // ...but --older-than 1ms treats everything as stale.
-  r = Cli({"gc", "--once", "--older-than", "1ms", "--name", "gc-test"});
+  // ...but --older-than 1ms treats everything as stale. (--no-fold keeps the outcome markers
+  // in the record collection, so that `txns` lists them below.)
+  r = Cli({"gc", "--once", "--older-than", "1ms", "--name", "gc-test", "--no-fold"});
   ASSERT_EQ(r.code, 0) << r.err;
   json::object o = r.Json();
   EXPECT_EQ(o["finished"], 1);
   EXPECT_EQ(o["reversed"], 1);
   EXPECT_EQ(o["failed"], 0);
+  EXPECT_EQ(o["folded"], 0);
+  {
+    json::object& last = o["last_pass"].as_object();
+    EXPECT_EQ(last["abandoned"].as_object()["due"], 1);
+    EXPECT_EQ(last["abandoned"].as_object()["done"], 1);
+    EXPECT_EQ(last["unfinished"].as_object()["due"], 1);
+    EXPECT_EQ(last["unfinished"].as_object()["done"], 1);
+    EXPECT_EQ(last["backlog"], 0);
+  }
   EXPECT_EQ(Unsettled(), 0);
   EXPECT_EQ(Get("c", "y")["status"], "found");
   EXPECT_EQ(Get("d", "x")["status"], "not_found");
@@ -52,6 +78,16 @@ TEST_F(CliTest, GcOnceFinishesAndReversesWithOlderThan) {
     named = named || (t.as_object().contains("aborted_by") && t.as_object().at("aborted_by") == "gc-test");
   }
   EXPECT_TRUE(named) << "the claimed record should name its collector";
+
+  // A pass that folds: both markers go to their outcome pages, the record collection empties,
+  // and the outcomes still answer.
+  r = Cli({"gc", "--once"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  o = r.Json();
+  EXPECT_EQ(o["folded"], 2);
+  EXPECT_EQ(o["last_pass"].as_object()["markers"].as_object()["due"], 2);
+  EXPECT_EQ(o["last_pass"].as_object()["markers"].as_object()["done"], 2);
+  EXPECT_TRUE(Cli({"txns"}).Json()["transactions"].as_array().empty());
 }
 
 TEST_F(CliTest, GcPurgesTombstonesOfListedCollections) {
