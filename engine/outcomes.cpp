@@ -90,8 +90,14 @@ Result<std::optional<FoldedOutcome>> FindFolded(const Env& env, std::string_view
   if (!page.ok()) return page.status();
   const std::size_t i = FindEntry(page->entries, txn_id.substr(kOutcomePageIdChars));
   if (i == std::string::npos) return std::optional<FoldedOutcome>{};
+  const char letter = page->entries[i + kSuffixChars];
+  if (letter != 'c' && letter != 'a') {
+    return Status::Corruption("outcome page " + *page_id + ": the entry of " +
+                              std::string(txn_id) + " has no outcome ('" +
+                              std::string(1, letter) + "')");
+  }
   FoldedOutcome out;
-  out.state = page->entries[i + kSuffixChars] == 'c' ? TxnState::kCommitted : TxnState::kAborted;
+  out.state = letter == 'c' ? TxnState::kCommitted : TxnState::kAborted;
   out.page_at_ms = page->at_ms;
   return std::optional<FoldedOutcome>(out);
 }

@@ -170,6 +170,17 @@ Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id
   for (;;) {
     auto c = env.store.Create(record_key, value);
     if (c.ok()) {
+      // The transaction may have landed, been settled and folded between the look at its page
+      // above and this create: then the fence is a late one. The page decides the outcome
+      // (engine/outcomes.h), and the fence must not outlive the page, after which it would
+      // read as aborted: it is taken back (a crash before that leaves it to the collector,
+      // which erases fences whose transaction is on its page).
+      auto late = FindFolded(env, txn_id);
+      if (late.ok() && late->has_value()) {
+        (void)env.store.Erase(record_key, *c);
+        env.log.info("txn {}: a fence made after its outcome was folded was taken back", txn_id);
+        return AbsentRecord::kDangling;
+      }
       env.log.info("txn {}: holds past their deadline with no record; record fenced by {}",
                    txn_id, claimer);
       return AbsentRecord::kDangling;

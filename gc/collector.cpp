@@ -198,6 +198,28 @@ bool Collector::ScanRecords(const engine::Env& env, const std::string& end, std:
           continue;
         }
       }
+      if (rec.ok() && rec->fence) {
+        // A fence whose transaction is on its outcome page was made after the fold (the page
+        // decides the outcome): erased, so that it cannot outlive the page and then read as
+        // an abort. Its transaction's record create landed long ago, so the fence blocks
+        // nothing.
+        auto late = engine::FindFolded(env, id);
+        if (!late.ok()) {
+          Failure(late.status());
+          continue;
+        }
+        if (late->has_value()) {
+          ++pass.expired.due;
+          Status e = store_->Erase(Key{std::string(kTransactionsCollection), id}, doc.revision);
+          if (e.ok()) {
+            ++pass.expired.done;
+            purged_.fetch_add(1);
+          } else if (e.code() != Code::kConflict) {
+            Failure(e);
+          }
+        }
+        continue;
+      }
       const bool committed = rec.ok() && rec->state == engine::TxnState::kCommitted;
       const bool done = rec.ok() && rec->done;
       engine::RepairPolicy policy{options_.name, now, options_.older_than.count(),
@@ -258,21 +280,30 @@ void Collector::SharedRecordPass(const engine::Env& env) {
   std::size_t left = options_.record_budget == 0 ? SIZE_MAX : options_.record_budget;
   std::vector<bool> done(engine::kTxnIdPartitions, false);
   for (int rounds = 0; rounds < 4 * engine::kTxnIdPartitions && !stopping_.load(); ++rounds) {
-    // The claims as they are now: a partition to take is free (no claim, released, or expired)
-    // and not swept completely since this pass began.
-    auto page = store_->Scan(kClaimsCollection, "", 64);
-    if (!page.ok()) {
-      env.log.warn("gc {}: cannot list partition claims: {}", options_.name,
-                   page.status().ToString());
-      Failure(page.status());
-      return;
+    // The claims as they are now (one batch of 16 reads): a partition to take is free (no
+    // claim, released, or expired) and not swept completely since this pass began.
+    std::vector<BatchOp> reads;
+    reads.reserve(engine::kTxnIdPartitions);
+    for (int p = 0; p < engine::kTxnIdPartitions; ++p) {
+      reads.push_back(BatchOp::Get(Key{std::string(kClaimsCollection), std::string("p") + kHexDigits[p]}));
     }
+    std::vector<BatchResult> got = store_->Batch(reads);
     std::vector<std::optional<StoredDocument>> claims(engine::kTxnIdPartitions);
-    for (auto& [id, doc] : page->documents) {
-      if (id.size() == 2 && id[0] == 'p') {
-        const int p = engine::TxnIdPartition(std::string_view(id).substr(1));
-        if (p >= 0) claims[p] = std::move(doc);
+    bool read_all = got.size() == reads.size();
+    for (std::size_t p = 0; read_all && p < got.size(); ++p) {
+      if (!got[p].status.ok()) {
+        env.log.warn("gc {}: cannot read partition claims: {}", options_.name,
+                     got[p].status.ToString());
+        Failure(got[p].status);
+        read_all = false;
+        break;
       }
+      claims[p] = std::move(got[p].document);
+    }
+    if (!read_all) {
+      if (got.size() != reads.size()) Failure(Status::Unavailable("partition claims: short batch"));
+      pass.complete = false;
+      return;
     }
     const std::int64_t now = env.clock.NowMillis();
     int pick = -1;
@@ -330,13 +361,15 @@ void Collector::SharedRecordPass(const engine::Env& env) {
       pass.complete = false;
     }
     auto r = store_->Replace(key, rev, EncodeClaim(released));
-    if (!r.ok() && r.code() != Code::kConflict) Failure(r.status());  // conflict: taken over
+    // Conflict: taken over; unknown: it may have landed, and otherwise the claim expires.
+    if (!r.ok() && r.code() != Code::kConflict && r.code() != Code::kUnknown) Failure(r.status());
     done[pick] = true;
     if (left == 0) {
       pass.complete = false;
       return;
     }
   }
+  pass.complete = false;  // the rounds ran out (claims kept changing under this collector)
 }
 
 Status Collector::Sweep() {

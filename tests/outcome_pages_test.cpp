@@ -365,9 +365,11 @@ TEST_F(OutcomePagesTest, AFenceMadeAfterTheFoldIsNotTheOutcome) {
   fence.aborted_by = "a late resolver";
   ASSERT_TRUE(mem->Create(TxnKey(id), litetx::engine::EncodeRecord(fence)).ok());
   ExpectOutcomes(want, "with a late fence");
-  // The collector keeps the fence (it blocks a late record create) and the outcome stays.
+  // The collector erases it: its transaction's record landed long ago (it was folded), so the
+  // fence blocks nothing, and it must not outlive the page (it would then read as an abort).
   ASSERT_TRUE(gc.RunOnce().ok());
-  EXPECT_TRUE(Raw(*mem, TxnKey(id)).has_value());
+  EXPECT_FALSE(Raw(*mem, TxnKey(id)).has_value());
+  EXPECT_EQ(gc.last_pass().expired.done, 1u);
   ExpectOutcomes(want, "after a pass");
   // A fence with no page entry is the outcome: aborted.
   const std::string other = litetx::engine::NewTxnId();

@@ -52,6 +52,7 @@ struct GcArgs {
   bool no_fold = false;
   bool share = false;
   bool bench = false;
+  bool bench_threads = false;
   bench::GcScaleOptions bench_options;
 };
 
@@ -189,7 +190,7 @@ int RunGc(Context& ctx, const GcArgs& args) {
     if (!store) return code;
     bench::GcScaleOptions bo = args.bench_options;
     bo.progress = ::isatty(2) != 0;  // a line per step on a terminal
-    if (ctx.store_uri != "memory:") {
+    if (ctx.store_uri != "memory:" && !args.bench_threads) {
       // Collectors in processes of their own, as a service runs them (memory: is private to
       // this process: threads there).
       bo.run_collectors = [&ctx](int n) -> Result<double> {
@@ -288,6 +289,8 @@ void AddGc(CLI::App& app, Context& ctx) {
                   "--bench: collectors sharing the backlog (processes on lmdb:, threads otherwise)")
       ->check(WholeNumberCheck(1, 64))
       ->capture_default_str();
+  cmd->add_flag("--bench-threads", args->bench_threads,
+                "--bench: the backlog's collectors are threads of this process, not processes");
   cmd->add_flag("--bench", args->bench,
                 "Benchmark a pass on a store of many outcome markers and tombstones, before and "
                 "after folding (needs an empty store; prints a JSON report)");

@@ -150,10 +150,14 @@ class Database {
 
   // The outcome of the transaction `txn_id` (CommitInfo::txn_id, or Status::txn_id() of a
   // failed commit — the way to settle a kUnknown). Returns it, or kInvalidArgument (bad id),
-  // kUnavailable, kCorruption (the record cannot be decoded).
+  // kUnavailable, kCorruption (the record, or the outcome page it was folded into, cannot be
+  // decoded). Reads the record; where the collector has folded a finished transaction's
+  // outcome into its outcome page (CollectorOptions::fold_outcomes), reads the page: the answer
+  // is the same, for at least CollectorOptions::outcome_retention after it was settled.
   Result<TxnOutcome> Outcome(std::string_view txn_id);
 
-  // Lists every ActiveTransaction document and outcome marker, in id order, for inspection
+  // Lists every ActiveTransaction document and outcome marker still in the record collection
+  // (not the outcomes folded into outcome pages), in id order, for inspection
   // (the `litetx txns` command). Not a snapshot: records written or settled meanwhile may or
   // may not appear. A document that cannot be decoded is listed with `corrupt` set instead of
   // failing the listing. Returns the list, or kUnavailable (the store kept failing after
