@@ -41,6 +41,11 @@ struct GcScaleOptions {
   std::chrono::milliseconds span{std::chrono::hours(1)};  // the markers' ids spread over it
   std::string prefix = "bench.gc";     // collections <prefix>.tomb and <prefix>.live
   bool progress = false;               // a line on stderr per step
+  // Setup writes the outcomes straight into outcome pages (as a collector that folds as it goes
+  // leaves them) instead of markers; the "before" pass and the migration are skipped.
+  bool folded_setup = false;
+  // false: stop after the "before" pass (no migration, no "after" passes, no backlog).
+  bool migrate = true;
   // Step 5 (when run_collectors is set and backlog > 0): `backlog` abandoned transactions are
   // made, then run_collectors(1) settles them and returns the seconds it took; then as many
   // again, settled by run_collectors(collectors). The caller decides what a collector is (a

@@ -289,6 +289,11 @@ void AddGc(CLI::App& app, Context& ctx) {
                   "--bench: collectors sharing the backlog (processes on lmdb:, threads otherwise)")
       ->check(WholeNumberCheck(1, 64))
       ->capture_default_str();
+  cmd->add_flag("--bench-folded", args->bench_options.folded_setup,
+                "--bench: write the outcomes straight into outcome pages (a store kept folded); "
+                "skips the pass before folding and the migration");
+  cmd->add_flag("--bench-no-migrate", [args](std::int64_t) { args->bench_options.migrate = false; },
+                "--bench: stop after the pass before folding");
   cmd->add_flag("--bench-threads", args->bench_threads,
                 "--bench: the backlog's collectors are threads of this process, not processes");
   cmd->add_flag("--bench", args->bench,
