@@ -91,6 +91,11 @@ Status Collector::RunOnce() {
   engine::Env env{*store_, options_.engine, *options_.engine.clock, *options_.engine.logger};
   CollectorPass pass;
   pass_ = &pass;
+  // pass_ never outlives the pass, even when a store call throws out of RunOnce.
+  struct PassScope {
+    CollectorPass*& p;
+    ~PassScope() { p = nullptr; }
+  } scope{pass_};
   pass.started_ms = env.clock.NowMillis();
   first_error_ = Status::Ok();
 
@@ -130,7 +135,6 @@ Status Collector::RunOnce() {
     if (w->due > w->done) pass.backlog += w->due - w->done;
   }
   if (!pass.complete) ++pass.backlog;
-  pass_ = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_pass_ = pass;
