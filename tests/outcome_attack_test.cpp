@@ -64,19 +64,12 @@ class OutcomeAttack : public ::testing::Test, public World {
       out[r.txn_id] = TxnOutcome::kCommitted;
     }
     for (int i = 0; i < aborted; ++i, ++serial_) {
-      auto hook = std::make_shared<HookStore>(mem);
-      std::string id;
-      int writes = 0;
-      hook->after = [&](const Call& c, const Status& s) -> std::optional<Status> {
-        if (c.op == Op::kCreate && c.on_record() && s.ok()) id = c.key.id;
-        if (c.is_write() && s.ok() && ++writes == 2) throw Crash{};
-        return std::nullopt;
-      };
-      litetx::Database doomed(hook, Eng());
-      EXPECT_THROW((void)doomed.Commit(Transaction()
-                                           .Insert("c", "m" + std::to_string(serial_), Obj("{}"))
-                                           .Insert("c", "o" + std::to_string(serial_), Obj("{}"))),
-                   Crash);
+      const std::string id = CommitDyingAfterWrite(
+          mem, Eng(),
+          Transaction()
+              .Insert("c", "m" + std::to_string(serial_), Obj("{}"))
+              .Insert("c", "o" + std::to_string(serial_), Obj("{}")),
+          2);
       out[id] = TxnOutcome::kAborted;
     }
     if (aborted > 0) {
@@ -725,20 +718,11 @@ class OutcomeAttackShare : public OutcomeAttack {
   std::vector<std::string> Abandon(int n) {
     std::vector<std::string> ids;
     for (int i = 0; i < n; ++i, ++serial_) {
-      auto hook = std::make_shared<HookStore>(mem);
-      std::string id;
-      int writes = 0;
-      hook->after = [&](const Call& c, const Status& s) -> std::optional<Status> {
-        if (c.op == Op::kCreate && c.on_record() && s.ok()) id = c.key.id;
-        if (c.is_write() && s.ok() && ++writes == 2) throw Crash{};
-        return std::nullopt;
-      };
-      litetx::Database doomed(hook, Eng());
-      EXPECT_THROW((void)doomed.Commit(Transaction()
-                                           .Insert("c", "a" + std::to_string(serial_), Obj("{}"))
-                                           .Insert("c", "b" + std::to_string(serial_), Obj("{}"))),
-                   Crash);
-      ids.push_back(id);
+      ids.push_back(CommitDyingAfterWrite(mem, Eng(),
+                                          Transaction()
+                                              .Insert("c", "a" + std::to_string(serial_), Obj("{}"))
+                                              .Insert("c", "b" + std::to_string(serial_), Obj("{}")),
+                                          2));
     }
     clock->Advance(kLease + 1ms);
     return ids;

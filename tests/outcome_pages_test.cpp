@@ -62,21 +62,13 @@ class OutcomePagesTest : public ::testing::Test, public World {
       ++serial_;
       out[r.txn_id] = TxnOutcome::kCommitted;
     }
-    for (int i = 0; i < aborted; ++i) {
-      auto hook = std::make_shared<HookStore>(mem);
-      std::string id;
-      int writes = 0;
-      hook->after = [&](const Call& c, const Status& s) -> std::optional<Status> {
-        if (c.op == Op::kCreate && c.on_record() && s.ok()) id = c.key.id;
-        if (c.is_write() && s.ok() && ++writes == 2) throw Crash{};
-        return std::nullopt;
-      };
-      litetx::Database doomed(hook, Eng());
-      EXPECT_THROW((void)doomed.Commit(Transaction()
-                                           .Insert("c", "m" + std::to_string(serial_), Obj("{}"))
-                                           .Insert("c", "o" + std::to_string(serial_), Obj("{}"))),
-                   Crash);
-      ++serial_;
+    for (int i = 0; i < aborted; ++i, ++serial_) {
+      const std::string id = CommitDyingAfterWrite(
+          mem, Eng(),
+          Transaction()
+              .Insert("c", "m" + std::to_string(serial_), Obj("{}"))
+              .Insert("c", "o" + std::to_string(serial_), Obj("{}")),
+          2);
       out[id] = TxnOutcome::kAborted;
     }
     if (aborted > 0) {
@@ -474,17 +466,11 @@ TEST_F(OutcomePagesTest, PassReportCountsDueDoneAndTheOldestAbandoned) {
   auto want = Make(2, 0);
   // Two abandoned transactions: one pending (reversed), one committed and not finished.
   for (int k : {2, 4}) {
-    auto hook = std::make_shared<HookStore>(mem);
-    int writes = 0;
-    hook->after = [&](const Call& c, const Status& s) -> std::optional<Status> {
-      if (c.is_write() && s.ok() && ++writes == k) throw Crash{};
-      return std::nullopt;
-    };
-    litetx::Database doomed(hook, Eng());
-    EXPECT_THROW((void)doomed.Commit(Transaction()
-                                         .Insert("c", "p" + std::to_string(k), Obj("{}"))
-                                         .Insert("c", "q" + std::to_string(k), Obj("{}"))),
-                 Crash);
+    (void)CommitDyingAfterWrite(mem, Eng(),
+                                Transaction()
+                                    .Insert("c", "p" + std::to_string(k), Obj("{}"))
+                                    .Insert("c", "q" + std::to_string(k), Obj("{}")),
+                                k);
   }
   Collector gc(mem, Gc());
   ASSERT_TRUE(gc.RunOnce().ok());  // within the lease: only the two markers are work

@@ -575,6 +575,28 @@ struct FinisherWorld : World {
 };
 
 // Commits `txn` and requires it to succeed.
+// Thrown by CommitDyingAfterWrite's store hook: the coordinator's process died there.
+struct CoordinatorDied {};
+
+// Commits `txn` through a Database on `store` whose coordinator dies (CoordinatorDied) right
+// after its k-th write lands, as a process killed there would. Returns the transaction's id
+// (the id of its record create; empty if it died before one).
+inline std::string CommitDyingAfterWrite(const std::shared_ptr<litetx::Store>& store,
+                                         litetx::Options options, const litetx::Transaction& txn,
+                                         int k) {
+  auto hook = std::make_shared<HookStore>(store);
+  std::string id;
+  int writes = 0;
+  hook->after = [&](const Call& c, const Status& s) -> std::optional<Status> {
+    if (c.op == Op::kCreate && c.on_record() && s.ok() && id.empty()) id = c.key.id;
+    if (c.is_write() && s.ok() && ++writes == k) throw CoordinatorDied{};
+    return std::nullopt;
+  };
+  litetx::Database doomed(hook, std::move(options));
+  EXPECT_THROW((void)doomed.Commit(txn), CoordinatorDied) << "to die after write " << k;
+  return id;
+}
+
 inline litetx::CommitInfo MustCommit(litetx::Database& db, const litetx::Transaction& txn) {
   auto r = db.Commit(txn);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
