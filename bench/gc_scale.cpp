@@ -14,6 +14,7 @@
 
 #include "engine/meta.h"
 #include "engine/outcomes.h"
+#include "engine/tombstones.h"
 #include "engine/record.h"
 #include "engine/txn_id.h"
 #include "litetx/collector.h"
@@ -131,6 +132,36 @@ Status Abandon(const std::shared_ptr<Store>& store, std::uint64_t n, const std::
   return Status::Ok();
 }
 
+// Tombstones written in setup: `count` of them, ids `prefix` and a number, made at `at_ms`.
+struct TombSpec {
+  const char* prefix;
+  std::uint64_t count;
+  std::int64_t at_ms;
+};
+
+std::string TombId(const char* prefix, std::uint64_t i) {
+  char id[32];
+  std::snprintf(id, sizeof id, "%s%010llu", prefix, static_cast<unsigned long long>(i));
+  return id;
+}
+
+// The tombstone index entries of `tombs` in `collection`, one per tombstone (as one-write
+// deletes leave them).
+Status WriteTombIndex(Store& store, const std::string& collection, const std::vector<TombSpec>& tombs) {
+  std::vector<std::pair<Key, json::object>> items;
+  items.reserve(1000);
+  for (const TombSpec& t : tombs) {
+    for (std::uint64_t i = 0; i < t.count; ++i) {
+      Key doc{collection, TombId(t.prefix, i)};
+      items.emplace_back(engine::TombEntryForDoc(t.at_ms, doc), engine::TombEntryValue({doc}));
+      if (items.size() == 1000) {
+        if (Status s = WriteAll(store, items); !s.ok()) return s;
+      }
+    }
+  }
+  return WriteAll(store, items);
+}
+
 json::object PassReport(const char* what, double seconds, std::uint64_t reads,
                         const CollectorPass& p, const CollectorStats& s) {
   json::object o;
@@ -143,6 +174,8 @@ json::object PassReport(const char* what, double seconds, std::uint64_t reads,
   o["expired_erased"] = p.expired.done;  // unfoldable markers and outcome pages past retention
   o["pages_read"] = p.pages_read;
   o["tombstones_due"] = p.tombstones.due;
+  o["tombstones_purged"] = p.tombstones.done;
+  o["index_read"] = p.index_read;  // tombstone index entries and the documents they name
   o["swept"] = s.swept;
   o["failed"] = s.failed;
   return o;
@@ -172,7 +205,14 @@ Result<json::object> RunGcScale(const std::shared_ptr<Store>& store,
   json::object report;
   report["markers"] = options.markers;
   report["tombstones"] = options.tombstones;
+  report["tombstones_due"] = options.tombstones_due;
   report["abandoned"] = options.abandoned;
+
+  // The tombstones: younger than the retention ("t" ids), and past it ("u" ids, which sort
+  // after the others: a budgeted sweep from the start meets them last).
+  const std::vector<TombSpec> tombs = {
+      {"t", options.tombstones, now},
+      {"u", options.tombstones_due, now - 25 * 3'600'000}};
 
   // 1. Setup.
   auto t0 = std::chrono::steady_clock::now();
@@ -216,19 +256,24 @@ Result<json::object> RunGcScale(const std::shared_ptr<Store>& store,
       if (options.progress && i % 1'000'000 == 999'999) note(std::to_string(i + 1) + " markers");
     }
     if (Status s = WriteAll(*store, items); !s.ok()) return s;
-    for (std::uint64_t i = 0; i < options.tombstones; ++i) {
-      engine::Meta meta;
-      meta.version = 2;
-      meta.deleted = true;
-      meta.at_ms = now;
-      char id[32];
-      std::snprintf(id, sizeof id, "t%010llu", static_cast<unsigned long long>(i));
-      items.emplace_back(Key{tomb, id}, engine::MakeStored(json::object{}, meta));
-      if (items.size() == 1000) {
-        if (Status s = WriteAll(*store, items); !s.ok()) return s;
+    for (const TombSpec& t : tombs) {
+      for (std::uint64_t i = 0; i < t.count; ++i) {
+        engine::Meta meta;
+        meta.version = 2;
+        meta.deleted = true;
+        meta.at_ms = t.at_ms;
+        items.emplace_back(Key{tomb, TombId(t.prefix, i)}, engine::MakeStored(json::object{}, meta));
+        if (items.size() == 1000) {
+          if (Status s = WriteAll(*store, items); !s.ok()) return s;
+        }
       }
     }
     if (Status s = WriteAll(*store, items); !s.ok()) return s;
+    // A store kept by this release has its tombstones in the tombstone index; one upgraded
+    // from an earlier one has not (the "before" pass): their entries are written after it.
+    if (options.folded_setup) {
+      if (Status s = WriteTombIndex(*store, tomb, tombs); !s.ok()) return s;
+    }
   }
   std::uint64_t serial = 0;
   if (!options.folded_setup) {  // for the "before" pass
@@ -300,6 +345,13 @@ Result<json::object> RunGcScale(const std::shared_ptr<Store>& store,
     report["pages"] = b->second;
     report["marker_bytes_per_txn_after"] =
         options.markers == 0 ? 0.0 : static_cast<double>(b->first) / options.markers;
+  }
+
+  if (!options.folded_setup) {
+    auto start = std::chrono::steady_clock::now();
+    if (Status s = WriteTombIndex(*store, tomb, tombs); !s.ok()) return s;
+    report["index_setup_s"] = Seconds(std::chrono::steady_clock::now() - start);
+    note("tombstone index written");
   }
 
   // 4. After: new abandoned transactions; a pass without the sweep, one with it, one idle.

@@ -36,7 +36,8 @@ namespace litetx::bench {
 
 struct GcScaleOptions {
   std::uint64_t markers = 1'000'000;   // outcome markers written in setup
-  std::uint64_t tombstones = 100'000;  // tombstones written in setup
+  std::uint64_t tombstones = 100'000;  // tombstones written in setup, younger than the retention
+  std::uint64_t tombstones_due = 100;  // tombstones written in setup, past the retention (24 h)
   std::uint64_t abandoned = 100;       // abandoned transactions before each measured pass
   std::chrono::milliseconds span{std::chrono::hours(1)};  // the markers' ids spread over it
   std::string prefix = "bench.gc";     // collections <prefix>.tomb and <prefix>.live

@@ -20,6 +20,7 @@
 #include "engine/outcomes.h"
 #include "engine/record.h"
 #include "engine/repair.h"
+#include "engine/tombstones.h"
 #include "engine/validate.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
@@ -60,6 +61,31 @@ std::string Claimer(const json::object& stored) {
 Result<Revision> WriteAt(Store& store, const Key& key, bool existed, Revision rev,
                          const json::object& value) {
   return existed ? store.Replace(key, rev, value) : store.Create(key, value);
+}
+
+// WriteAt for the one-write path: a delete (tomb_at_ms >= 0, its tombstone's time) sends its
+// tombstone index entry in the same batch (engine/tombstones.h). An entry that did not land
+// while the delete may have is tried once more on its own; if that fails too, the tombstone is
+// left to the collector's sweep. Returns the document write's result.
+Result<Revision> WriteIndexed(const Env& env, const Key& key, bool existed, Revision rev,
+                              const json::object& value, std::int64_t tomb_at_ms) {
+  if (tomb_at_ms < 0) return WriteAt(env.store, key, existed, rev, value);
+  const Key entry = TombEntryForDoc(tomb_at_ms, key);
+  const json::object entry_value = TombEntryValue({key});
+  const BatchOp ops[2] = {BatchOp::Create(entry, entry_value),
+                          existed ? BatchOp::Replace(key, rev, value) : BatchOp::Create(key, value)};
+  std::vector<BatchResult> r = env.store.Batch(ops);
+  if (r.size() != 2) return Status::Unknown("store batch returned " + std::to_string(r.size()) + " results for 2 operations");
+  Result<Revision> doc = r[1].status.ok() ? Result<Revision>(r[1].revision) : Result<Revision>(r[1].status);
+  const bool entry_ok = r[0].status.ok() || r[0].status.code() == Code::kConflict;
+  if (!entry_ok && (doc.ok() || doc.code() == Code::kUnknown)) {
+    auto again = env.store.Create(entry, entry_value);
+    if (!again.ok() && again.code() != Code::kConflict) {
+      env.log.warn("tombstone of {} not indexed ({}); the collector's sweep purges it",
+                   Where(key), again.status().ToString());
+    }
+  }
+  return doc;
 }
 
 // One call of Coordinator::Commit.
@@ -177,6 +203,9 @@ class CommitRun {
   std::vector<json::object> in_doubt_;
   std::string claimed_by_;  // set if someone else moved the record to aborted
   bool record_settled_ = false;  // the record is already an outcome marker (or purged)
+  // ReverseOne writes the tombstone index entry of each placeholder it leaves (ReverseSent:
+  // no outcome marker with the transaction's keys will follow).
+  bool index_reversals_ = false;
   bool found_committed_ = false;  // a rollback found the record committed
   // Guards record_, record_value_, record_revision_, in_doubt_ and lease_lost_ while the lease
   // keeper may renew the record (from WriteRecord until StopRenewing).
@@ -353,6 +382,7 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
   bool evaluate = true;
   bool use_cache = true;  // until an image from the cache has been found stale
   json::object final;
+  std::int64_t tomb_at = -1;  // a delete: its tombstone's time, for the index entry
   for (;;) {
     if (evaluate) {
       Prefetched first = use_cache ? FromCache(slot) : Prefetched{};
@@ -361,10 +391,12 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
         return st;
       }
       final = std::move(slot.prep.final);
-      StampTombstoneTime(final, env_.clock.NowMillis());
+      const std::int64_t now = env_.clock.NowMillis();
+      StampTombstoneTime(final, now);
+      tomb_at = slot.action->type == ActionType::kDelete && env_.options.index_tombstones ? now : -1;
       evaluate = false;
     }
-    auto w = WriteAt(env_.store, key, slot.existed, slot.read_revision, final);
+    auto w = WriteIndexed(env_, key, slot.existed, slot.read_revision, final, tomb_at);
     if (w.ok()) {
       if (env_.cache != nullptr) {
         env_.cache->Put(key, std::move(final), *w, slot.bytes, slot.ticket);
@@ -752,6 +784,7 @@ Status CommitRun::FallBackToPending() {
 }
 
 void CommitRun::ReverseSent() {
+  index_reversals_ = true;  // the record is a fence (or unknown): no marker will list them
   Retry retry(env_, 0, env_.options.rollback_timeout);
   bool all = true;
   for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
@@ -1075,7 +1108,10 @@ void CommitRun::Finish() {
   job.record_key = record_key_;
   job.record_revision = record_revision_;
   job.record = std::move(record_);
-  job.record.actions.clear();  // the marker has none
+  job.record.actions.clear();  // the marker has none, only the keys of the deletes (tk)
+  for (const Slot& s : slots_) {
+    if (s.action->type == ActionType::kDelete) job.record.tomb_keys.push_back(s.action->key);
+  }
   job.record_settled = record_settled_;
   if (job.record.state == TxnState::kStaging) {
     job.flip_first = true;
@@ -1235,6 +1271,15 @@ bool CommitRun::ReverseOne(Slot& slot, Retry& retry) {
     if (m->txn != id_) return true;  // not ours (never landed, or already reversed)
     json::object reversed = Reversed(cur->value, *m, slot.prep.work);
     StampTombstoneTime(reversed, env_.clock.NowMillis());
+    if (index_reversals_) {
+      // No outcome marker will name the placeholder this leaves (the record is a fence): its
+      // tombstone index entry first. If that fails, the rollback goes on: a collector's sweep
+      // finds the placeholder.
+      if (Status st = IndexDocTombstone(env_, key, reversed); !st.ok()) {
+        env_.log.warn("txn {}: placeholder of {} not indexed ({}); the collector's sweep purges it",
+                      id_, Where(key), st.ToString());
+      }
+    }
     auto r = env_.store.Replace(key, cur->revision, reversed);
     cur.reset();
     if (r.ok()) return true;

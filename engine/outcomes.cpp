@@ -7,6 +7,7 @@
 #include <boost/json/string.hpp>
 #include <boost/json/value.hpp>
 
+#include "engine/tombstones.h"
 #include "engine/txn_id.h"
 #include "litetx/document.h"
 
@@ -161,16 +162,49 @@ Result<FoldResult> FoldMarkers(const Env& env, const std::string& page_id,
                                  w.status().ToString());
     }
   }
-  // 2. The markers, in one batch (independent erases: one store transaction on LMDB, one
+  // 2. The tombstone index entries, in one batch: a marker is erased only once its entry is
+  // known to be there (created now, or found there: kConflict).
+  std::vector<bool> indexed(markers.size(), true);
+  {
+    std::vector<BatchOp> creates;
+    std::vector<json::object> values;
+    std::vector<std::size_t> of;
+    values.reserve(markers.size());
+    for (std::size_t i = 0; i < markers.size(); ++i) {
+      if (markers[i].tomb_keys.empty()) continue;
+      values.push_back(TombEntryValue(markers[i].tomb_keys));
+      of.push_back(i);
+    }
+    for (std::size_t j = 0; j < of.size(); ++j) {
+      const MarkerToFold& m = markers[of[j]];
+      creates.push_back(BatchOp::Create(TombEntryForTxn(m.done_at_ms, m.txn_id), values[j]));
+    }
+    if (!creates.empty()) {
+      const std::vector<BatchResult> made = env.store.Batch(creates);
+      for (std::size_t j = 0; j < of.size(); ++j) {
+        const bool ok = j < made.size() &&
+                        (made[j].status.ok() || made[j].status.code() == Code::kConflict);
+        if (!ok) indexed[of[j]] = false;
+      }
+    }
+  }
+  // 3. The markers, in one batch (independent erases: one store transaction on LMDB, one
   // round trip on Redis): each only if still the marker that was folded.
   std::vector<BatchOp> erases;
+  std::vector<std::size_t> erased_of;
   erases.reserve(markers.size());
-  for (const MarkerToFold& m : markers) {
-    erases.push_back(BatchOp::Erase(Key{std::string(kTransactionsCollection), m.txn_id},
-                                    m.revision));
-  }
-  const std::vector<BatchResult> erased = env.store.Batch(erases);
   for (std::size_t i = 0; i < markers.size(); ++i) {
+    if (!indexed[i]) {
+      ++result.kept;  // the next pass folds it again (its page entry is there already)
+      continue;
+    }
+    erases.push_back(BatchOp::Erase(Key{std::string(kTransactionsCollection), markers[i].txn_id},
+                                    markers[i].revision));
+    erased_of.push_back(i);
+  }
+  const std::vector<BatchResult> erased =
+      erases.empty() ? std::vector<BatchResult>{} : env.store.Batch(erases);
+  for (std::size_t i = 0; i < erases.size(); ++i) {
     if (i < erased.size() && erased[i].status.ok()) {
       ++result.folded;
     } else {

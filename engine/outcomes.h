@@ -81,6 +81,9 @@ struct MarkerToFold {
   bool committed = false;
   std::int64_t done_at_ms = 0;
   Revision revision = 0;  // the marker's revision: it is erased only if still at it
+  // The marker's tombstone keys ("tk") to copy into the tombstone index before the marker is
+  // erased (engine/tombstones.h); empty: none.
+  std::vector<Key> tomb_keys;
 };
 
 // Result of FoldMarkers.
@@ -90,8 +93,9 @@ struct FoldResult {
 };
 
 // Folds `markers`, all of one page (OutcomePageId of each is `page_id`): writes their entries
-// on the page (compare-and-swap, re-read on conflict), then erases each marker still at its
-// revision. Returns the counts, or kUnavailable when the page could not be written (nothing
+// on the page (compare-and-swap, re-read on conflict), then the tombstone index entries of
+// those with tomb_keys (one batch of creates; a marker whose entry is not known to be written
+// is kept), then erases each marker still at its revision. Returns the counts, or kUnavailable when the page could not be written (nothing
 // erased), kCorruption when the page is not well formed (nothing written).
 // REQUIRES: every marker's OutcomePageId is page_id.
 Result<FoldResult> FoldMarkers(const Env& env, const std::string& page_id,

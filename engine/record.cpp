@@ -139,6 +139,12 @@ json::object EncodeRecord(const TxnRecord& r) {
     o["done_at"] = r.done_at_ms;
   }
   if (r.fence) o["fence"] = true;
+  if (!r.tomb_keys.empty()) {
+    json::array tk;
+    tk.reserve(r.tomb_keys.size());
+    for (const Key& k : r.tomb_keys) tk.emplace_back(json::array{json::string(k.collection), json::string(k.id)});
+    o["tk"] = std::move(tk);
+  }
   if (r.large) {
     o["large"] = true;
     o["chunks"] = r.chunks;
@@ -215,6 +221,16 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
   if (const json::value* fence = o.if_contains("fence")) {
     if (!fence->is_bool()) return Status::Corruption("record field fence is not a boolean");
     r.fence = fence->get_bool();
+  }
+  if (const json::value* tk = o.if_contains("tk")) {
+    if (!tk->is_array()) return Status::Corruption("record field tk is not an array");
+    for (const json::value& e : tk->get_array()) {
+      const json::array* pair = e.if_array();
+      if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string() || !(*pair)[1].is_string()) {
+        return Status::Corruption("record field tk holds a malformed key");
+      }
+      r.tomb_keys.push_back(Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});
+    }
   }
   if (const json::value* large = o.if_contains("large")) {
     const json::value* chunks = o.if_contains("chunks");

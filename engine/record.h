@@ -5,7 +5,9 @@
 //    "created": ms since epoch, "prio": ms since epoch (the age for wait-die: when the logical
 //    transaction's first attempt started; absent: = created), "gc_at": ms since epoch (created + lease, extended while the
 //    coordinator works), "by": who aborted it, "done": true + "done_at": ms (outcome marker),
-//    "fence": true (a fence marker, never purged), "actions": [WorkAction...] (a parallel
+//    "fence": true (a fence marker, never purged), "tk": [[collection, id]...] (a marker's
+//    tombstone keys: the documents its transaction may have left as tombstones or placeholders,
+//    engine/tombstones.h), "actions": [WorkAction...] (a parallel
 //    commit's flip writes them without fields/unset/restore/remove: DropReversingData),
 //    "large": true, "chunks": n (a large transaction: no actions; its worklist is in chunk
 //    documents, engine/large.h)}
@@ -82,6 +84,10 @@ struct TxnRecord {
   // that the transaction's own record create, possibly still on its way, can never land
   // (engine/repair.h FenceAbsentRecord). Never purged: once erased, a late create could land.
   bool fence = false;
+  // An outcome marker's tombstone keys ("tk"): the documents the transaction may have left as
+  // tombstones or placeholders (its deletes if committed, its inserts if aborted). The
+  // collector copies them into the tombstone index before it folds or erases the marker.
+  std::vector<Key> tomb_keys;
   std::vector<WorkAction> actions;
   // A large transaction (engine/large.h): `actions` is empty and the documents are listed in
   // `chunks` chunk documents, numbered 0 .. chunks-1. Kept by its outcome marker.

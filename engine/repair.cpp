@@ -7,6 +7,7 @@
 #include "engine/large.h"
 #include "engine/meta.h"
 #include "engine/outcomes.h"
+#include "engine/tombstones.h"
 #include "engine/worklist.h"
 #include "litetx/document.h"
 
@@ -33,6 +34,15 @@ TxnRecord OutcomeMarker(const TxnRecord& record, std::int64_t now_ms) {
   m.done_at_ms = now_ms;
   m.large = record.large;
   m.chunks = record.chunks;
+  // What may be left a tombstone or placeholder: committed deletes, reversed inserts (an
+  // insert's key may also carry the "gone" fence of a collector).
+  // A record whose worklist was dropped (the finisher's copy) brings them in tomb_keys.
+  m.tomb_keys = record.tomb_keys;
+  const ActionType kind =
+      record.state == TxnState::kCommitted ? ActionType::kDelete : ActionType::kInsert;
+  for (const WorkAction& a : record.actions) {
+    if (a.type == kind) m.tomb_keys.push_back(a.key);
+  }
   return m;
 }
 
@@ -45,7 +55,7 @@ namespace {
 Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std::int64_t now_ms,
                   const char* what,
                   const std::function<Result<json::object>(const json::object&, const Meta&)>& settle,
-                  bool* wrote = nullptr) {
+                  bool* wrote = nullptr, bool index_tombstone = false) {
   Retry retry(env, env.options.max_attempts);
   for (;;) {
     auto g = GetWithRetry(env, key);
@@ -57,6 +67,10 @@ Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std
     auto next = settle((*g)->value, *meta);
     if (!next.ok()) return next.status();
     StampTombstoneTime(*next, now_ms);
+    if (index_tombstone) {
+      // No outcome marker names what this leaves: its tombstone index entry comes first.
+      if (Status st = IndexDocTombstone(env, key, *next); !st.ok()) return st;
+    }
     auto r = env.store.Replace(key, (*g)->revision, *next);
     if (r.ok() && wrote != nullptr) *wrote = true;
     if (r.ok() || r.code() == Code::kConflict) continue;  // look again: done, or changed
@@ -136,7 +150,7 @@ Status UndoDanglingHold(const Env& env, const Key& key, const std::string& txn_i
                      "was over", Where(key), txn_id);
         return Reversed(held, meta, *undo);
       },
-      undone);
+      undone, /*index_tombstone=*/true);
 }
 
 Result<AbsentRecord> FenceAbsentRecord(const Env& env, const std::string& txn_id, const Key& key,
@@ -346,6 +360,8 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
       if (record.large) {
         if (Status st = EraseChunkStubs(env, txn_id, record); !st.ok()) return st;
       }
+      // The tombstones it may have left are indexed before the marker naming them goes.
+      if (Status st = IndexMarkerTombstones(env, txn_id, record); !st.ok()) return st;
       Status e = env.store.Erase(record_key, rev);
       if (e.ok()) return RepairOutcome::kPurged;
       if (e.code() == Code::kConflict || (Transient(e.code()) && retry.Next())) continue;
@@ -414,10 +430,12 @@ Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_i
       if (!retry.Next()) return Status::Unavailable("record of transaction " + txn_id + " kept changing");
       continue;
     }
-    auto m = env.store.Replace(record_key, rev, EncodeRecord(OutcomeMarker(record, policy.now_ms)));
+    TxnRecord settled = OutcomeMarker(record, policy.now_ms);
+    auto m = env.store.Replace(record_key, rev, EncodeRecord(settled));
     if (m.ok()) {
       if (marker != nullptr) {
-        *marker = WrittenMarker{*m, policy.now_ms, record.state == TxnState::kCommitted};
+        *marker = WrittenMarker{*m, policy.now_ms, record.state == TxnState::kCommitted,
+                                std::move(settled.tomb_keys)};
       }
       return record.state == TxnState::kCommitted ? RepairOutcome::kFinished
                                                   : RepairOutcome::kReversed;

@@ -54,6 +54,7 @@ struct WrittenMarker {
   Revision revision = 0;
   std::int64_t done_at_ms = 0;
   bool committed = false;
+  std::vector<Key> tomb_keys;  // the marker's "tk" (engine/tombstones.h)
 };
 Result<RepairOutcome> RepairTransaction(const Env& env, const std::string& txn_id,
                                         std::optional<StoredDocument> record,

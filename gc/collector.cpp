@@ -16,6 +16,7 @@
 #include "engine/outcomes.h"
 #include "engine/record.h"
 #include "engine/repair.h"
+#include "engine/tombstones.h"
 #include "engine/txn_id.h"
 #include "litetx/document.h"
 
@@ -125,8 +126,32 @@ Status Collector::RunOnce() {
     }
   }
 
-  // 3. A bounded slice of the user collections: dangling holds, old tombstones.
-  if (Status s = Sweep(); first_error_.ok() && !s.ok()) first_error_ = s;
+  // 3. Tombstones and placeholders past their retention, through the tombstone index.
+  if (!stopping_.load()) {
+    engine::TombPurge tp;
+    engine::PurgeTombstoneIndex(env, options_.tombstone_retention.count(),
+                                options_.tombstone_purge_budget, options_.scan_batch, &stopping_,
+                                options_.name, &tomb_cursor_, &tp);
+    purged_.fetch_add(tp.done);
+    pass.tombstones.due += tp.due;
+    pass.tombstones.done += tp.done;
+    pass.index_read += tp.read;
+    if (!tp.complete) pass.complete = false;
+    for (std::uint64_t i = 0; i < tp.failed; ++i) Failure(i == 0 ? tp.first : Status::Ok());
+  }
+
+  // 4. A bounded slice of the user collections, at most once per sweep_interval: dangling
+  // holds, and tombstones the index does not name (of earlier releases, large transactions,
+  // or a one-write delete whose entry was lost).
+  {
+    const std::int64_t now = env.clock.NowMillis();
+    const std::int64_t interval = options_.sweep_interval.count();
+    if (!swept_once_ || interval <= 0 || engine::MillisSince(now, last_sweep_ms_) >= interval) {
+      swept_once_ = true;
+      last_sweep_ms_ = now;
+      if (Status s = Sweep(); first_error_.ok() && !s.ok()) first_error_ = s;
+    }
+  }
   runs_.fetch_add(1);
   pass.duration_ms = std::max<std::int64_t>(0, engine::MillisSince(env.clock.NowMillis(),
                                                                    pass.started_ms));
@@ -197,8 +222,10 @@ bool Collector::ScanRecords(const engine::Env& env, const std::string& end, std:
           engine::MillisSince(now, rec->done_at_ms) < options_.outcome_retention.count()) {
         if (auto page_id = engine::OutcomePageId(id)) {
           ++pass.markers.due;
+          // Its tombstone keys are indexed before the marker goes (FoldMarkers).
           to_fold[*page_id].push_back(engine::MarkerToFold{
-              id, rec->state == engine::TxnState::kCommitted, rec->done_at_ms, doc.revision});
+              id, rec->state == engine::TxnState::kCommitted, rec->done_at_ms, doc.revision,
+              std::move(rec->tomb_keys)});
           continue;
         }
       }
@@ -258,8 +285,9 @@ bool Collector::ScanRecords(const engine::Env& env, const std::string& end, std:
               options_.outcome_retention.count()) {
         if (auto page_id = engine::OutcomePageId(id)) {
           ++pass.markers.due;
-          to_fold[*page_id].push_back(
-              engine::MarkerToFold{id, marker->committed, marker->done_at_ms, marker->revision});
+          to_fold[*page_id].push_back(engine::MarkerToFold{
+              id, marker->committed, marker->done_at_ms, marker->revision,
+              std::move(marker->tomb_keys)});
         }
       }
     }

@@ -193,6 +193,7 @@ TEST_F(DanglingTest, SweepIsBoundedPerRunAndResumes) {
   CollectorOptions o = Gc();
   o.sweep_budget = 10;
   o.scan_batch = 4;
+  o.sweep_interval = 0ms;  // a slice in every pass
   Collector gc(mem, o);
   ASSERT_TRUE(gc.RunOnce().ok());
   EXPECT_EQ(gc.stats().swept, 10u);

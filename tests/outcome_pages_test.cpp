@@ -266,6 +266,10 @@ TEST_F(OutcomePagesTest, PagesArePurgedOnceTheirRetentionHasPassed) {
   const std::size_t first_pages = ScanAll(*mem, litetx::kOutcomesCollection).size();
   ASSERT_GT(first_pages, 0u);
   clock->Advance(30min);
+  // Ids carry the wall-clock millisecond and pages span 256 ms of it: without this pause the
+  // second fold's ids could fall on every page of the first, whose "at" would then all move on.
+  // (A sleep never ends early, so the two sets of ids are at least 300 ms apart.)
+  std::this_thread::sleep_for(300ms);
   auto second = Make(10);
   ASSERT_TRUE(gc.RunOnce().ok());
   EXPECT_EQ(gc.stats().pages_purged, 0u);

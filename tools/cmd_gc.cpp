@@ -47,6 +47,8 @@ struct GcArgs {
   std::string outcome_retention;
   std::vector<std::string> purge;  // --collection (or its older name --purge)
   std::size_t sweep_budget = CollectorOptions{}.sweep_budget;
+  std::string sweep_interval = "10m";
+  std::size_t tombstone_budget = CollectorOptions{}.tombstone_purge_budget;
   std::string name;
   std::size_t record_budget = CollectorOptions{}.record_budget;
   bool no_fold = false;
@@ -81,6 +83,7 @@ json::object Counters(const Collector& gc) {
     last["duration_ms"] = p.duration_ms;
     last["records_read"] = p.records_read;
     last["pages_read"] = p.pages_read;
+    last["index_read"] = p.index_read;
     last["abandoned"] = Work(p.abandoned);
     last["unfinished"] = Work(p.unfinished);
     last["markers"] = Work(p.markers);
@@ -165,11 +168,15 @@ int RunGc(Context& ctx, const GcArgs& args) {
   co.name = args.name;
   co.collections = args.purge;
   co.sweep_budget = args.sweep_budget;
+  co.tombstone_purge_budget = args.tombstone_budget;
   co.record_budget = args.record_budget;
   co.fold_outcomes = !args.no_fold;
   co.share_partitions = args.share;
   for (const std::string& c : args.purge) {
     if (Status s = ValidateCollection(c); !s.ok()) return Fail(kExitUsage, "--collection: " + s.message());
+  }
+  if (!OptionalDuration(args.sweep_interval, &co.sweep_interval)) {
+    return Fail(kExitUsage, "--sweep-interval: not a duration: " + args.sweep_interval);
   }
   auto interval = ParseDuration(args.interval);
   if (!interval.ok() || *interval <= std::chrono::milliseconds(0)) {
@@ -263,6 +270,15 @@ void AddGc(CLI::App& app, Context& ctx) {
                   "Most documents swept per pass; the next pass resumes (0: no limit)")
       ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option("--sweep-interval", args->sweep_interval,
+                  "Sweep a slice of the collections in the first pass, then at most once per "
+                  "this (0: every pass); tombstones are found through the tombstone index")
+      ->check(DurationCheck())
+      ->capture_default_str();
+  cmd->add_option("--tombstone-budget", args->tombstone_budget,
+                  "Most tombstone index entries and documents read per pass (0: no limit)")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("--tombstone-retention", args->tombstone_retention,
                   "Keep tombstones this long before purging (default 24h; 1ms: purge at once; "
                   "0: never purge)")
@@ -304,7 +320,11 @@ void AddGc(CLI::App& app, Context& ctx) {
       ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--bench-tombstones", args->bench_options.tombstones,
-                  "Tombstones --bench writes")
+                  "Tombstones --bench writes, younger than the tombstone retention")
+      ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--bench-tombstones-due", args->bench_options.tombstones_due,
+                  "Tombstones --bench writes past the tombstone retention (purged by the passes)")
       ->check(WholeNumberCheck(0, std::uint64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--bench-abandoned", args->bench_options.abandoned,

@@ -13,9 +13,12 @@
 // reads. Markers are then folded into outcome pages (collection kOutcomesCollection: one
 // document per partition and 256 ms of transaction ids, 18 bytes per outcome), so that the
 // record collection keeps only transactions in flight and a pass reads little more than what it
-// has to do; pages and unfolded markers older than outcome_retention are erased. Last, it
-// sweeps a bounded slice of the user collections it is given: dangling holds are undone, old
-// tombstones purged. Every step is a single-document CAS
+// has to do; pages and unfolded markers older than outcome_retention are erased. Then it purges
+// the tombstones and placeholders whose tombstone_retention has passed, in every collection,
+// found through the tombstone index (collection "__litetx.tomb": entries by time, written from
+// outcome markers and by one-write deletes; docs/protocol.md §5.4). Last, once per
+// sweep_interval, it sweeps a bounded slice of the user collections it is given: dangling holds
+// are undone, old tombstones the index does not name purged. Every step is a single-document CAS
 // and idempotent: a crash or store error anywhere leaves work the next run finishes. A record
 // that cannot be repaired (corrupt, or the store keeps failing) is logged, counted in
 // `failed`, and skipped; RunOnce never throws and never stops at the first failure.
@@ -71,16 +74,29 @@ struct CollectorOptions {
   // coordinator (it fences late writes). Once purged, a new insert of the id starts from the
   // clock, above the versions the id had (docs/protocol.md §1.1). Zero never purges.
   std::chrono::milliseconds tombstone_retention{std::chrono::hours(24)};
-  // User collections the collector sweeps, a bounded slice per run (see sweep_budget): it
-  // undoes dangling holds there (a document still referencing a transaction that is over: a
+  // User collections the collector sweeps, a bounded slice per sweep (see sweep_budget and
+  // sweep_interval): it undoes dangling holds there (a document still referencing a transaction that is over: a
   // write that landed after its transaction was settled, never part of any outcome) and purges
-  // tombstones and placeholders older than tombstone_retention. Empty: no sweep.
+  // tombstones and placeholders older than tombstone_retention that the tombstone index does
+  // not name (made by earlier releases or large transactions, or whose entry was lost).
+  // Empty: no sweep (the tombstone index is purged all the same).
   std::vector<std::string> collections;
   // Older name of `collections`; both lists are swept.
   std::vector<std::string> purge_collections;
   // Most documents the sweep looks at in one run; the next run resumes where it stopped, and a
   // full pass over every collection takes ceil(documents / sweep_budget) runs. 0: no limit.
   std::size_t sweep_budget = 10'000;
+  // The sweep runs (one slice of sweep_budget documents) in the first pass and then in a pass
+  // only once this long has gone since the last slice. Tombstones are found through the
+  // tombstone index (below) in every pass, so the sweep is only a backstop: for dangling holds
+  // (which readers and writers also settle when they meet them) and for tombstones the index
+  // does not name. 0: a slice in every pass.
+  std::chrono::milliseconds sweep_interval{std::chrono::minutes(10)};
+  // Most index entries and documents one pass reads from the tombstone index (collection
+  // "__litetx.tomb", docs/protocol.md §5.4), whose due entries name the tombstones and
+  // placeholders past tombstone_retention in every collection, listed in `collections` or not.
+  // The next pass resumes with what is left. 0: no limit.
+  std::size_t tombstone_purge_budget = 10'000;
   // Documents per Scan page.
   std::size_t scan_batch = 256;
   // A name for this collector, stored in records it claims (aborted_by) and logged. Empty:
@@ -129,15 +145,17 @@ struct CollectorPass {
   std::int64_t duration_ms = 0;  // how long it took
   std::uint64_t records_read = 0;   // documents of the record collection read
   std::uint64_t pages_read = 0;     // outcome pages read while purging
+  std::uint64_t index_read = 0;     // tombstone index entries and the documents they name, read
   CollectorWork abandoned;   // stale uncommitted transactions (pending, staging, aborted): reversed
   CollectorWork unfinished;  // stale committed transactions not yet finished: finished
   CollectorWork markers;     // outcome markers to fold into pages: folded
   CollectorWork expired;     // unfoldable markers and outcome pages past outcome_retention: erased
-  CollectorWork tombstones;  // swept tombstones and placeholders past tombstone_retention: purged
+  CollectorWork tombstones;  // tombstones and placeholders past tombstone_retention (from the
+                             // tombstone index and the sweep): purged
   // Due and not done by this pass, over every kind (the next pass's work), plus, when
   // record_budget cut the pass short, 1 for "the record collection was not read to its end".
   std::uint64_t backlog = 0;
-  bool complete = true;  // false: record_budget stopped the pass before the collection's end
+  bool complete = true;  // false: a budget (record_budget, tombstone_purge_budget) stopped it early
   // Of the abandoned and unfinished transactions found due, the age of the oldest: now minus
   // its GC timestamp (how long it has been waiting for a collector). 0: none was due.
   std::int64_t oldest_abandoned_ms = 0;
@@ -167,7 +185,8 @@ class Collector {
   Collector& operator=(const Collector&) = delete;
 
   // One pass: the ActiveTransaction documents (all of them, or record_budget of them from where
-  // the last pass stopped), the outcome pages due, and a slice of the swept collections. Returns
+  // the last pass stopped), the outcome pages due, the tombstone index entries due, and (once
+  // per sweep_interval) a slice of the swept collections. Returns
   // OK, or the first error met (kUnavailable, kCorruption...) after going on with the rest: the
   // counters and last_pass() tell what was done.
   Status RunOnce();
@@ -219,6 +238,12 @@ class Collector {
   // (guarded by run_mu_).
   std::size_t sweep_collection_ = 0;
   std::string sweep_cursor_;
+  // Where the next purge of the tombstone index resumes (after one its budget stopped; guarded
+  // by run_mu_).
+  std::string tomb_cursor_;
+  // When the last sweep slice ran (collector clock; guarded by run_mu_).
+  bool swept_once_ = false;
+  std::int64_t last_sweep_ms_ = 0;
 };
 
 }  // namespace litetx

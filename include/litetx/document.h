@@ -25,6 +25,10 @@ inline constexpr std::string_view kTransactionsCollection = "__litetx.txn";
 // Outcome pages: the outcomes of many finished transactions per document, folded there from
 // their outcome markers by the collector (docs/protocol.md, "Outcome pages").
 inline constexpr std::string_view kOutcomesCollection = "__litetx.out";
+// The tombstone index: which documents became tombstones or placeholders, and when, so that the
+// collector purges them once their retention has passed without sweeping every collection
+// (docs/protocol.md, "The tombstone index").
+inline constexpr std::string_view kTombstoneIndexCollection = "__litetx.tomb";
 inline constexpr std::size_t kMaxCollectionBytes = 128;
 // Together they fit LMDB's key limit of 511 bytes (collection + '\0' + id), so a name that
 // passes validation is storable on every shipped backend.

@@ -121,6 +121,13 @@ struct Options {
   // never use it. Sized by the documents' JSON text (an image held in memory takes more than
   // its text); an image larger than 1/16 of this is not kept. 0: no cache.
   std::size_t written_cache_bytes = std::size_t{4} << 20;
+  // Index the tombstone a one-write delete makes (a transaction with one action): an entry in
+  // the tombstone index (collection "__litetx.tomb", docs/protocol.md §5.4) is written in the
+  // same store round as the delete, one write more, so that a collector purges the tombstone
+  // once its retention has passed without sweeping the collection. Tombstones of larger
+  // transactions are indexed from their outcome markers by the collector, at no cost to the
+  // transaction. Off: such tombstones are purged only by a collector's sweep of the collection.
+  bool index_tombstones = true;
 };
 
 // What a read returns for a document that another transaction is changing.
