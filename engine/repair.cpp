@@ -72,8 +72,12 @@ Status SettleHeld(const Env& env, const Key& key, const std::string& txn_id, std
       if (Status st = IndexDocTombstone(env, key, *next); !st.ok()) return st;
     }
     auto r = env.store.Replace(key, (*g)->revision, *next);
-    if (r.ok() && wrote != nullptr) *wrote = true;
-    if (r.ok() || r.code() == Code::kConflict) continue;  // look again: done, or changed
+    if (r.ok()) {
+      // The image written holds no reference to the transaction: settled, no second look.
+      if (wrote != nullptr) *wrote = true;
+      return Status::Ok();
+    }
+    if (r.code() == Code::kConflict) continue;  // changed: look again
     if (Transient(r.code()) && retry.Next()) continue;
     return Status::Unavailable(std::string(what) + " " + Where(key) + ": " + r.status().ToString());
   }
@@ -93,13 +97,12 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
                        std::int64_t now_ms, bool undo_from_document) {
   const Key& key = work.key;
   Retry retry(env, env.options.max_attempts);
-  bool fenced = false;
   for (;;) {
     auto g = GetWithRetry(env, key);
     if (!g.ok()) return g.status();
     Result<Revision> r = Revision{0};
     if (!g->has_value()) {
-      if (work.existed || fenced) return Status::Ok();  // a late Replace cannot land on nothing
+      if (work.existed) return Status::Ok();  // a late Replace cannot land on nothing
       // The coordinator would Create it: take the key first with a "gone" placeholder.
       Meta m;
       m.gone = true;
@@ -107,7 +110,6 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
       m.schema_version = work.prior_schema;
       m.at_ms = now_ms;
       r = env.store.Create(key, MakeStored(json::object{}, m));
-      if (r.ok()) fenced = true;
     } else {
       auto meta = DecodeMeta((*g)->value);
       if (!meta.ok()) return Status::Corruption(Where(key) + ": " + meta.status().message());
@@ -121,15 +123,18 @@ Status ReverseDocument(const Env& env, const WorkAction& work, const std::string
         json::object reversed = Reversed((*g)->value, *meta, undo_from_document ? own : work);
         StampTombstoneTime(reversed, now_ms);
         r = env.store.Replace(key, (*g)->revision, reversed);
-      } else if (work.existed && (*g)->revision == work.read_revision && !fenced) {
+      } else if (work.existed && (*g)->revision == work.read_revision) {
         // Still as the coordinator read it: rewrite it unchanged so its revision moves on.
         r = env.store.Replace(key, (*g)->revision, (*g)->value);
-        if (r.ok()) fenced = true;
       } else {
         return Status::Ok();  // reversed already, or never written and already fenced
       }
     }
-    if (r.ok() || r.code() == Code::kConflict) continue;  // look again
+    // Landed: reversed, or fenced (the placeholder taken, or the revision moved on): a
+    // compare-and-swap that succeeded needs no second look. A conflict or a lost reply: look
+    // again, and decide from what is there now.
+    if (r.ok()) return Status::Ok();
+    if (r.code() == Code::kConflict) continue;
     if (Transient(r.code()) && retry.Next()) continue;
     return Status::Unavailable("reversing " + Where(key) + ": " + r.status().ToString());
   }

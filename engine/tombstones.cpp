@@ -147,7 +147,11 @@ void PurgeTombstoneIndex(const Env& env, std::int64_t retention_ms, std::size_t 
   };
   if (retention_ms <= 0) return;  // tombstones are kept for ever: so are the entries
   const std::int64_t now = env.clock.NowMillis();
-  const std::size_t limit = std::max<std::size_t>(1, scan_batch);
+  // Entries are listed one at first (usually the first is not due: nothing to do), then twice
+  // as many per Scan while they keep being due, up to scan_batch: a Scan returns whole
+  // documents, so listing far past the first entry not due would read for nothing.
+  const std::size_t most = std::max<std::size_t>(1, scan_batch);
+  std::size_t limit = 1;
   // Stopped by the budget: the next purge goes on after the last entry dealt with. Anything
   // else (the end of what is due, a failure, a stop): the next one starts from the start.
   std::string last;
@@ -272,6 +276,7 @@ void PurgeTombstoneIndex(const Env& env, std::int64_t retention_ms, std::size_t 
     }
     scan_from = std::move(page->next_cursor);
     if (scan_from.empty()) return;
+    limit = std::min(most, limit * 2);
   }
 }
 

@@ -89,7 +89,8 @@ struct TombPurge {
 
 // Purges the due part of the index as described above: entries older than `retention_ms`
 // (0 or less: nothing is purged and nothing read; the entries are kept, for a collector that
-// does purge), reading `scan_batch` entries per Scan, from the entry after `*cursor` (empty:
+// does purge), reading entries with Scans of 1, 2, 4... up to `scan_batch` entries, from the
+// entry after `*cursor` (empty:
 // the start). At most `budget` entries and documents are read (0: no limit; an entry is read
 // whole, so the first entry of a purge may take more); a purge the budget stops sets `*cursor`
 // to the last entry it dealt with, so the next one goes on from there and entries kept at the

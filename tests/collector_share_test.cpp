@@ -152,9 +152,14 @@ TEST_F(CollectorShareTest, ACollectorThatDiesHoldingAClaimIsTakenOverAfterTheCla
   };
   Collector doomed(hook, Shared("gc-doomed"));
   EXPECT_THROW((void)doomed.RunOnce(), Crash);
+  // The doomed one swept the empty partitions before the first that holds a transaction (their
+  // claims say "swept" at this same clock time, so a pass that begins now skips them) and died
+  // in that one, whose claim is still valid: the other takes every partition after it.
+  int first = litetx::engine::kTxnIdPartitions;
+  for (const auto& id : ids) first = std::min(first, litetx::engine::TxnIdPartition(id));
   Collector other(mem, Shared("gc-other"));
   ASSERT_TRUE(other.RunOnce().ok());
-  EXPECT_EQ(other.stats().claims, 15u);  // the dead one's claim is still valid
+  EXPECT_EQ(other.stats().claims, static_cast<std::uint64_t>(15 - first));
   clock->Advance(5s);
   ASSERT_TRUE(other.RunOnce().ok());
   ExpectAllReversed(ids);
