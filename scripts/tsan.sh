@@ -52,7 +52,7 @@ run() {
 }
 
 run build-tsan/tests/litetx_tests \
-  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*:WrittenCacheConcurrency.*:WrittenCacheMulti.*:MetaReuseAttack.*:OutcomePagesTest.*:CollectorShareTest.*'
+  'ConcurrencyTest.*:ContentionTest.*:RunTest.*:LockTest.*:LeaseTest.*:LeaseKeeperTest.*:ClaimFinalitySlowCollector.*:CollectorConcurrencyTest.*:CollectorBackgroundTest.*:RedisStoreTest.*:RedisClusterStoreTest.*:FinisherTest.*:BatchFinisherAttackTest.*:LmdbStoreGroupCommitTest.*:ParallelCommitTest.*:ParallelAttack.*:WrittenCacheConcurrency.*:WrittenCacheMulti.*:MetaReuseAttack.*:OutcomePagesTest.*:CollectorShareTest.*:TombstoneAttackTest.*'
 run build-tsan/property-tests/litetx_race_tests '*'
 run build-tsan/tests/stress/stress_tests '*'
 run build-tsan/tests/batch/batch_tests 'BatchSeedTest.*:BatchStepTest.*'
