@@ -149,7 +149,8 @@ std::string TombId(const char* prefix, std::uint64_t i) {
 
 // The tombstone index entries of `tombs` in `collection`, one per tombstone (as one-write
 // deletes leave them).
-Status WriteTombIndex(Store& store, const std::string& collection, const std::vector<TombSpec>& tombs) {
+Status WriteTombIndex(Store& store, const std::string& collection,
+                      const std::vector<TombSpec>& tombs) {
   std::vector<std::pair<Key, json::object>> items;
   items.reserve(1000);
   for (const TombSpec& t : tombs) {
@@ -264,7 +265,8 @@ Result<json::object> RunGcScale(const std::shared_ptr<Store>& store,
         meta.version = 2;
         meta.deleted = true;
         meta.at_ms = t.at_ms;
-        items.emplace_back(Key{tomb, TombId(t.prefix, i)}, engine::MakeStored(json::object{}, meta));
+        items.emplace_back(Key{tomb, TombId(t.prefix, i)},
+                           engine::MakeStored(json::object{}, meta));
         if (items.size() == 1000) {
           if (Status s = WriteAll(*store, items); !s.ok()) return s;
         }

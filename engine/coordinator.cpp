@@ -72,11 +72,16 @@ Result<Revision> WriteIndexed(const Env& env, const Key& key, bool existed, Revi
   if (tomb_at_ms < 0) return WriteAt(env.store, key, existed, rev, value);
   const Key entry = TombEntryForDoc(tomb_at_ms, key);
   const json::object entry_value = TombEntryValue({key});
-  const BatchOp ops[2] = {BatchOp::Create(entry, entry_value),
-                          existed ? BatchOp::Replace(key, rev, value) : BatchOp::Create(key, value)};
+  const BatchOp ops[2] = {
+      BatchOp::Create(entry, entry_value),
+      existed ? BatchOp::Replace(key, rev, value) : BatchOp::Create(key, value)};
   std::vector<BatchResult> r = env.store.Batch(ops);
-  if (r.size() != 2) return Status::Unknown("store batch returned " + std::to_string(r.size()) + " results for 2 operations");
-  Result<Revision> doc = r[1].status.ok() ? Result<Revision>(r[1].revision) : Result<Revision>(r[1].status);
+  if (r.size() != 2) {
+    return Status::Unknown("store batch returned " + std::to_string(r.size()) +
+                           " results for 2 operations");
+  }
+  Result<Revision> doc =
+      r[1].status.ok() ? Result<Revision>(r[1].revision) : Result<Revision>(r[1].status);
   const bool entry_ok = r[0].status.ok() || r[0].status.code() == Code::kConflict;
   if (!entry_ok && (doc.ok() || doc.code() == Code::kUnknown)) {
     auto again = env.store.Create(entry, entry_value);
@@ -393,7 +398,8 @@ Result<CommitInfo> CommitRun::OnePhase(Slot& slot) {
       final = std::move(slot.prep.final);
       const std::int64_t now = env_.clock.NowMillis();
       StampTombstoneTime(final, now);
-      tomb_at = slot.action->type == ActionType::kDelete && env_.options.index_tombstones ? now : -1;
+      const bool indexed = slot.action->type == ActionType::kDelete && env_.options.index_tombstones;
+      tomb_at = indexed ? now : -1;
       evaluate = false;
     }
     auto w = WriteIndexed(env_, key, slot.existed, slot.read_revision, final, tomb_at);

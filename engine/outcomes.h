@@ -95,8 +95,9 @@ struct FoldResult {
 // Folds `markers`, all of one page (OutcomePageId of each is `page_id`): writes their entries
 // on the page (compare-and-swap, re-read on conflict), then the tombstone index entries of
 // those with tomb_keys (one batch of creates; a marker whose entry is not known to be written
-// is kept), then erases each marker still at its revision. Returns the counts, or kUnavailable when the page could not be written (nothing
-// erased), kCorruption when the page is not well formed (nothing written).
+// is kept), then erases each marker still at its revision. Returns the counts, or kUnavailable
+// when the page could not be written (nothing erased), kCorruption when the page is not well
+// formed (nothing written).
 // REQUIRES: every marker's OutcomePageId is page_id.
 Result<FoldResult> FoldMarkers(const Env& env, const std::string& page_id,
                                const std::vector<MarkerToFold>& markers);

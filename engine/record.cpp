@@ -142,7 +142,9 @@ json::object EncodeRecord(const TxnRecord& r) {
   if (!r.tomb_keys.empty()) {
     json::array tk;
     tk.reserve(r.tomb_keys.size());
-    for (const Key& k : r.tomb_keys) tk.emplace_back(json::array{json::string(k.collection), json::string(k.id)});
+    for (const Key& k : r.tomb_keys) {
+      tk.emplace_back(json::array{json::string(k.collection), json::string(k.id)});
+    }
     o["tk"] = std::move(tk);
   }
   if (r.large) {
@@ -226,10 +228,12 @@ Result<TxnRecord> DecodeRecord(const json::object& o) {
     if (!tk->is_array()) return Status::Corruption("record field tk is not an array");
     for (const json::value& e : tk->get_array()) {
       const json::array* pair = e.if_array();
-      if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string() || !(*pair)[1].is_string()) {
+      if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string() ||
+          !(*pair)[1].is_string()) {
         return Status::Corruption("record field tk holds a malformed key");
       }
-      r.tomb_keys.push_back(Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});
+      r.tomb_keys.push_back(
+          Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});
     }
   }
   if (const json::value* large = o.if_contains("large")) {

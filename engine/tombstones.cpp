@@ -54,7 +54,8 @@ Result<std::vector<Key>> DecodeEntry(const json::object& stored) {
   keys.reserve(k->get_array().size());
   for (const json::value& e : k->get_array()) {
     const json::array* pair = e.if_array();
-    if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string() || !(*pair)[1].is_string()) {
+    if (pair == nullptr || pair->size() != 2 || !(*pair)[0].is_string() ||
+        !(*pair)[1].is_string()) {
       return Status::Corruption("names a malformed key");
     }
     keys.push_back(Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});

@@ -348,7 +348,7 @@ void RunCollector(std::shared_ptr<litetx::Store> store, const litetx::Options& o
   gc.engine = options;                          // logger, clock, retry backoff
   gc.name = "gc-" + std::to_string(::getpid()); // stored in the records it rolls back
   gc.interval = 1s;                             // pause between passes
-  gc.collections = {"accounts", "audits"};      // sweep (every 10 min): dangling holds, unindexed tombstones
+  gc.collections = {"accounts", "audits"};      // swept once a minute: dangling holds
   gc.tombstone_retention = 24h;                 // > the longest pause of a coordinator
   gc.outcome_retention = 1h;                    // > how long a caller takes to settle kUnknown
   litetx::Collector collector(store, gc);

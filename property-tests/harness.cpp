@@ -79,6 +79,7 @@ litetx::CollectorOptions TestCollectorOptions(std::shared_ptr<litetx::Clock> clo
   // A parallel commit whose record did not land can leave holds without a record: the sweep
   // settles them once their deadline has passed (so do writers that meet them).
   o.collections = {kColl};
+  o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   return o;
 }
 

@@ -1175,6 +1175,7 @@ void CollectorBesideHealthyCoordinators(Mode mode) {
   co.engine.lease = opts.lease;
   co.interval = std::chrono::milliseconds(0);
   co.collections = {"bank"};  // the sweep looks at the held documents too
+  co.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   // Outcome markers are erased as soon as the collector sees them (the one kind of write it
   // may make here), so that the record collection stays small and each pass is short.
   co.outcome_retention = std::chrono::milliseconds(0);

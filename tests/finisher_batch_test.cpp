@@ -210,6 +210,7 @@ TEST_F(FinisherBatchTest, LateInsertOfACommittedTransactionIsNotResurrectedByARe
   clock->Advance(std::chrono::hours(2));
   litetx::CollectorOptions go = Gc();
   go.collections = {"c"};
+  go.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   go.tombstone_retention = std::chrono::hours(1);
   go.outcome_retention = std::chrono::hours(48);
   Collector gc(mem, go);

@@ -68,6 +68,7 @@ CollectorStats Collect(World& w, std::chrono::milliseconds outcome_retention = 1
   o.engine = Par(w, false);
   o.name = "gc-flip";
   o.collections = {kC};
+  o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   o.outcome_retention = outcome_retention;
   Collector gc(w.mem, o);
   Status s = gc.RunOnce();

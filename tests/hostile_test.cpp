@@ -73,6 +73,7 @@ class HostileTest : public ::testing::Test, public World {
     o.engine = Engine();
     o.name = "gc-hostile";
     o.collections = {"acct"};
+    o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     o.tombstone_retention = 0ms;
     return o;
   }
@@ -324,6 +325,7 @@ ScenarioResult RunScenario(std::uint64_t seed, int shape, const Knobs& k) {
   gco.engine = opts;
   gco.name = "gc-pause";
   gco.collections = {"acct"};
+  gco.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   gco.tombstone_retention = 0ms;
   gco.outcome_retention = (seed % 2 == 0) ? 0ms : std::chrono::milliseconds(3'600'000);
   Collector pause_gc(w.mem, gco);
@@ -823,6 +825,7 @@ TEST(HostileLeaseKeeperRace, SimulatedCrashInsideABackgroundRenewal) {
     go.engine = o;
     go.engine.renew_leases = false;
     go.collections = {"acct"};
+    go.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     Collector gc(mem, go);
     ASSERT_TRUE(gc.RunOnce().ok());
     ExpectClean(*mem, {"acct"});

@@ -404,6 +404,7 @@ TEST(LargeAttack, PauseLongerThanTheOutcomeRetentionBeforeL4) {
   EXPECT_EQ(p.Late(), std::vector<std::string>{}) << "late writes landed";
   litetx::CollectorOptions co = f.w.Gc("gc-sweep");
   co.collections = {kRows};
+  co.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   Collector gc(f.w.mem, co);
   (void)gc.RunOnce();
   EXPECT_EQ(ReadAll(*f.w.direct, f.e.ids), f.e.before);

@@ -359,6 +359,7 @@ class OutcomeAttackFence : public OutcomeAttack {
   CollectorOptions Sweeper() const {
     CollectorOptions s = Gc("gc-sweep");
     s.collections = {"c"};
+    s.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     return s;
   }
   // The late record lands, a reader proves it committed, a collector finishes and folds it.

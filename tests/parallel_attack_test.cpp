@@ -146,6 +146,7 @@ struct Rig {
     o.engine = Opts();
     o.name = std::move(name);
     o.collections = {"acct"};
+    o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     o.outcome_retention = outcome_retention;
     o.tombstone_retention = tombstone_retention;
     return o;
@@ -1493,6 +1494,7 @@ TEST(ParallelAttack, ThreadsTransferThroughALossyStoreBesideACollector) {
   go.name = "gc-beside";
   go.interval = 2ms;
   go.collections = {"acct", "r"};
+  go.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   Collector gc(mem, go);
   gc.Start();
 

@@ -133,6 +133,7 @@ class ParallelCommitTest : public ::testing::Test, public World {
     o.engine = Par();
     o.name = "gc-test";
     o.collections = {"c"};
+    o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     o.outcome_retention = outcome_retention;
     Collector gc(mem, o);
     Status s = gc.RunOnce();

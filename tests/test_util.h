@@ -30,6 +30,7 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -391,6 +392,36 @@ inline std::size_t RecordCount(litetx::Store& store) {
 }
 // Outcome markers: records of transactions that are over, kept for Database::Outcome, whether
 // still in the record collection or folded into an outcome page (one entry each).
+// The tombstone index (engine/tombstones.h): entry id -> the keys ("collection/id") its
+// well-formed entries name (malformed entries and keys are left out).
+inline std::map<std::string, std::set<std::string>> TombstoneIndexOf(litetx::Store& store) {
+  std::map<std::string, std::set<std::string>> out;
+  for (const auto& [id, doc] : ScanAll(store, litetx::kTombstoneIndexCollection)) {
+    const json::value* list = doc.value.if_contains("k");
+    if (list == nullptr || !list->is_array()) continue;
+    bool ok = true;
+    for (const auto& k : list->get_array()) {
+      ok = ok && k.is_array() && k.get_array().size() == 2 && k.get_array()[0].is_string() &&
+           k.get_array()[1].is_string();
+    }
+    if (!ok) continue;
+    auto& keys = out[id];
+    for (const auto& k : list->get_array()) {
+      keys.insert(std::string(k.get_array()[0].get_string()) + "/" +
+                  std::string(k.get_array()[1].get_string()));
+    }
+  }
+  return out;
+}
+
+// True if c/id is a tombstone or placeholder that no transaction holds.
+inline bool IsDeadDoc(litetx::Store& store, const std::string& c, const std::string& id) {
+  auto raw = Raw(store, c, id);
+  if (!raw) return false;
+  auto m = litetx::engine::DecodeMeta(*raw);
+  return m.ok() && !m->live() && m->txn.empty();
+}
+
 inline std::size_t MarkerCount(litetx::Store& store) {
   std::size_t folded = 0;
   for (const auto& [id, doc] : ScanAll(store, litetx::kOutcomesCollection)) {

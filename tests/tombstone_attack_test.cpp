@@ -92,30 +92,9 @@ class TombstoneAttackTest : public ::testing::Test, public World {
     clock = std::make_shared<litetx::ManualClock>();
   }
   // Every document the well-formed entries name, entry id -> keys.
-  std::map<std::string, std::set<std::string>> Index() {
-    std::map<std::string, std::set<std::string>> out;
-    for (const auto& [id, doc] : ScanAll(*mem, kTomb)) {
-      const json::value* list = doc.value.if_contains("k");
-      if (list == nullptr || !list->is_array()) continue;
-      auto& keys = out[id];
-      for (const auto& k : list->get_array()) {
-        if (!k.is_array() || k.get_array().size() != 2 || !k.get_array()[0].is_string() ||
-            !k.get_array()[1].is_string()) {
-          continue;
-        }
-        keys.insert(std::string(k.get_array()[0].get_string()) + "/" +
-                    std::string(k.get_array()[1].get_string()));
-      }
-    }
-    return out;
-  }
+  std::map<std::string, std::set<std::string>> Index() { return TombstoneIndexOf(*mem); }
   // A tombstone or placeholder that no transaction holds.
-  bool IsDead(const std::string& c, const std::string& id) {
-    auto raw = Raw(*mem, c, id);
-    if (!raw) return false;
-    auto m = litetx::engine::DecodeMeta(*raw);
-    return m.ok() && !m->live() && m->txn.empty();
-  }
+  bool IsDead(const std::string& c, const std::string& id) { return IsDeadDoc(*mem, c, id); }
   // The tombstones and placeholders of collection `c`, held or not.
   std::vector<std::string> DeadIn(const std::string& c) {
     std::vector<std::string> out;

@@ -45,29 +45,8 @@ class TombstoneIndexTest : public ::testing::Test, public World {
     return o;
   }
   // Every document the index names, entry id -> keys.
-  // Every document the well-formed entries name, entry id -> keys.
-  std::map<std::string, std::set<std::string>> Index() {
-    std::map<std::string, std::set<std::string>> out;
-    for (const auto& [id, doc] : ScanAll(*mem, litetx::kTombstoneIndexCollection)) {
-      const json::value* list = doc.value.if_contains("k");
-      if (list == nullptr || !list->is_array()) continue;
-      bool ok = true;
-      for (const auto& k : list->get_array()) ok = ok && k.is_array() && k.get_array().size() == 2;
-      if (!ok) continue;
-      auto& keys = out[id];
-      for (const auto& k : list->get_array()) {
-        keys.insert(std::string(k.as_array()[0].as_string()) + "/" +
-                    std::string(k.as_array()[1].as_string()));
-      }
-    }
-    return out;
-  }
-  bool IsTombstone(const std::string& c, const std::string& id) {
-    auto raw = Raw(*mem, c, id);
-    if (!raw) return false;
-    auto m = MetaOf(*mem, c, id);
-    return !m.live() && m.txn.empty();
-  }
+  std::map<std::string, std::set<std::string>> Index() { return TombstoneIndexOf(*mem); }
+  bool IsTombstone(const std::string& c, const std::string& id) { return IsDeadDoc(*mem, c, id); }
   void Seed(const std::vector<std::string>& ids) {
     auto db = Direct();
     for (const auto& id : ids) MustCommit(*db, Transaction().Insert("c", id, Obj(R"({"n":1})")));

@@ -64,6 +64,7 @@ class VersionGrowthTest : public ::testing::TestWithParam<StoreParam> {
     o.engine = Opts();
     o.name = "gc-versions";
     o.purge_collections = {"c"};
+    o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     o.tombstone_retention = 24h;
     return o;
   }

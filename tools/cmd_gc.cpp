@@ -47,7 +47,7 @@ struct GcArgs {
   std::string outcome_retention;
   std::vector<std::string> purge;  // --collection (or its older name --purge)
   std::size_t sweep_budget = CollectorOptions{}.sweep_budget;
-  std::string sweep_interval = "10m";
+  std::string sweep_interval = "1m";
   std::size_t tombstone_budget = CollectorOptions{}.tombstone_purge_budget;
   std::string name;
   std::size_t record_budget = CollectorOptions{}.record_budget;

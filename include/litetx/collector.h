@@ -75,8 +75,9 @@ struct CollectorOptions {
   // clock, above the versions the id had (docs/protocol.md §1.1). Zero never purges.
   std::chrono::milliseconds tombstone_retention{std::chrono::hours(24)};
   // User collections the collector sweeps, a bounded slice per sweep (see sweep_budget and
-  // sweep_interval): it undoes dangling holds there (a document still referencing a transaction that is over: a
-  // write that landed after its transaction was settled, never part of any outcome) and purges
+  // sweep_interval): it undoes dangling holds there (a document still referencing a
+  // transaction that is over: a write that landed after its transaction was settled, never
+  // part of any outcome) and purges
   // tombstones and placeholders older than tombstone_retention that the tombstone index does
   // not name (made by earlier releases or large transactions, or whose entry was lost).
   // Empty: no sweep (the tombstone index is purged all the same).
@@ -91,7 +92,7 @@ struct CollectorOptions {
   // tombstone index (below) in every pass, so the sweep is only a backstop: for dangling holds
   // (which readers and writers also settle when they meet them) and for tombstones the index
   // does not name. 0: a slice in every pass.
-  std::chrono::milliseconds sweep_interval{std::chrono::minutes(10)};
+  std::chrono::milliseconds sweep_interval{std::chrono::minutes(1)};
   // Most index entries and documents one pass reads from the tombstone index (collection
   // "__litetx.tomb", docs/protocol.md §5.4), whose due entries name the tombstones and
   // placeholders past tombstone_retention in every collection, listed in `collections` or not.
@@ -153,7 +154,7 @@ struct CollectorPass {
   CollectorWork tombstones;  // tombstones and placeholders past tombstone_retention (from the
                              // tombstone index and the sweep): purged
   // Due and not done by this pass, over every kind (the next pass's work), plus, when
-  // record_budget cut the pass short, 1 for "the record collection was not read to its end".
+  // record_budget or tombstone_purge_budget cut the pass short, 1 for "not read to its end".
   std::uint64_t backlog = 0;
   bool complete = true;  // false: a budget (record_budget, tombstone_purge_budget) stopped it early
   // Of the abandoned and unfinished transactions found due, the age of the oldest: now minus

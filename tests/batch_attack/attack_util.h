@@ -227,6 +227,7 @@ struct Rig {
     co.engine = Opts();
     co.name = "gc-attack";
     co.collections = {kOut, kDead, kState};
+    co.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
     litetx::Collector gc(mem, co);
     return gc.RunOnce();
   }

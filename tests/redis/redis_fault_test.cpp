@@ -101,6 +101,7 @@ litetx::CollectorOptions GcOptions(const BankConfig& cfg, std::chrono::milliseco
   o.interval = interval;
   o.older_than = older_than;
   o.collections = {cfg.accounts_collection, cfg.ledger_collection};
+  o.sweep_interval = std::chrono::milliseconds(0);  // a sweep slice in every pass
   o.sweep_budget = 0;
   return o;
 }
