@@ -2,6 +2,7 @@
 #include "engine/tombstones.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include <boost/json/array.hpp>
@@ -58,8 +59,18 @@ Result<std::vector<Key>> DecodeEntry(const json::object& stored) {
         !(*pair)[1].is_string()) {
       return Status::Corruption("names a malformed key");
     }
-    keys.push_back(Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});
+    keys.push_back(
+        Key{std::string((*pair)[0].get_string()), std::string((*pair)[1].get_string())});
   }
+  // A key named twice is looked at once (a batch never names one key twice).
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return std::tie(a.collection, a.id) < std::tie(b.collection, b.id);
+  });
+  keys.erase(std::unique(keys.begin(), keys.end(),
+                         [](const Key& a, const Key& b) {
+                           return a.collection == b.collection && a.id == b.id;
+                         }),
+             keys.end());
   return keys;
 }
 
@@ -213,7 +224,6 @@ void PurgeTombstoneIndex(const Env& env, std::int64_t retention_ms, std::size_t 
         std::vector<BatchResult> got = env.store.Batch(gets);
         out->read += keys->size();
         std::vector<BatchOp> erases;
-        std::vector<std::size_t> erased_at;
         for (std::size_t i = 0; i < keys->size(); ++i) {
           const Key& k = (*keys)[i];
           if (i >= got.size() || !got[i].status.ok()) {
@@ -250,7 +260,6 @@ void PurgeTombstoneIndex(const Env& env, std::int64_t retention_ms, std::size_t 
           }
           ++out->due;
           erases.push_back(BatchOp::Erase(k, doc.revision));
-          erased_at.push_back(i);
         }
         if (!erases.empty()) {
           std::vector<BatchResult> done = env.store.Batch(erases);
