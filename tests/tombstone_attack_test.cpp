@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/tombstones.h"
-#include "test_util.h"
+#include "tombstone_util.h"
 
 namespace ltxtest {
 namespace {
@@ -31,8 +31,8 @@ using litetx::TxnOutcome;
 
 struct Crash {};
 
-constexpr std::chrono::milliseconds kLease = 10s;
-constexpr std::chrono::milliseconds kRetention = 1h;
+constexpr std::chrono::milliseconds kLease = TombstoneWorld::kLease;
+constexpr std::chrono::milliseconds kRetention = TombstoneWorld::kRetention;
 const std::string kTomb(litetx::kTombstoneIndexCollection);
 const std::string kTxn(litetx::kTransactionsCollection);
 
@@ -71,28 +71,13 @@ class Pause {
   bool open_ = false;
 };
 
-class TombstoneAttackTest : public ::testing::Test, public World {
+class TombstoneAttackTest : public ::testing::Test, public TombstoneWorld {
  protected:
-  litetx::Options Eng() const {
-    litetx::Options o = Opts();
-    o.lease = kLease;
-    return o;
-  }
-  // A collector that does not sweep: whatever it purges, it found through the index.
-  CollectorOptions Gc(std::string name = "gc-attack") const {
-    CollectorOptions o;
-    o.engine = Eng();
-    o.name = std::move(name);
-    o.tombstone_retention = kRetention;
-    o.outcome_retention = 2h;
-    return o;
-  }
+  CollectorOptions Gc(std::string name = "gc-attack") const { return TombstoneWorld::Gc(name); }
   void Fresh() {
     mem = std::make_shared<litetx::MemoryStore>();
     clock = std::make_shared<litetx::ManualClock>();
   }
-  // Every document the well-formed entries name, entry id -> keys.
-  std::map<std::string, std::set<std::string>> Index() { return TombstoneIndexOf(*mem); }
   // A tombstone or placeholder that no transaction holds.
   bool IsDead(const std::string& c, const std::string& id) { return IsDeadDoc(*mem, c, id); }
   // The tombstones and placeholders of collection `c`, held or not.

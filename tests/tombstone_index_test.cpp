@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/tombstones.h"
-#include "test_util.h"
+#include "tombstone_util.h"
 
 namespace ltxtest {
 namespace {
@@ -25,27 +25,13 @@ using litetx::Transaction;
 
 struct Crash {};
 
-constexpr std::chrono::milliseconds kLease = 10s;
-constexpr std::chrono::milliseconds kRetention = 1h;
+constexpr std::chrono::milliseconds kLease = TombstoneWorld::kLease;
+constexpr std::chrono::milliseconds kRetention = TombstoneWorld::kRetention;
 
-class TombstoneIndexTest : public ::testing::Test, public World {
+class TombstoneIndexTest : public ::testing::Test, public TombstoneWorld {
  protected:
-  litetx::Options Eng() const {
-    litetx::Options o = Opts();
-    o.lease = kLease;
-    return o;
-  }
-  // A collector that does not sweep: whatever it purges, it found through the index.
-  CollectorOptions Gc(std::string name = "gc-tomb") const {
-    CollectorOptions o;
-    o.engine = Eng();
-    o.name = std::move(name);
-    o.tombstone_retention = kRetention;
-    o.outcome_retention = 2h;
-    return o;
-  }
+  CollectorOptions Gc(std::string name = "gc-tomb") const { return TombstoneWorld::Gc(name); }
   // Every document the index names, entry id -> keys.
-  std::map<std::string, std::set<std::string>> Index() { return TombstoneIndexOf(*mem); }
   bool IsTombstone(const std::string& c, const std::string& id) { return IsDeadDoc(*mem, c, id); }
   void Seed(const std::vector<std::string>& ids) {
     auto db = Direct();
